@@ -1,0 +1,155 @@
+"""The ``hwsim`` command.
+
+Exit status: 0 success, 1 an ``.expect`` mismatch, 2 bad input (one line on stderr; ``--debug``
+shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import hwsim
+from hwsim.errors import ConfigError, HwsimError
+from hwsim.targets import machine_class, targets
+from hwsim.timing.params import parse_assignment, read_toml
+from hwsim.traces.reader import read_trace
+
+
+class Progress:
+    """A one-line progress report on stderr, shown only after a second and only on a terminal."""
+
+    def __init__(self, what: str, stream=sys.stderr):
+        self.what, self.stream = what, stream
+        self.start = time.monotonic()
+        self.last = self.start
+        self.shown = False
+        self.enabled = stream.isatty()
+
+    def __call__(self, done: int, cycle: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.start < 1.0 or now - self.last < 0.2:
+            return
+        self.last, self.shown = now, True
+        self.stream.write(f"\r{self.what}: {done:,} ops issued, cycle {cycle:,}, "
+                          f"{now - self.start:.1f} s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * 78 + "\r")
+            self.stream.flush()
+
+
+def param_overrides(args) -> dict[str, str]:
+    overrides: dict[str, object] = read_toml(args.params) if args.params else {}
+    for text in args.param or ():
+        key, value = parse_assignment(text)
+        overrides[key] = value
+    return overrides
+
+
+def split_overrides(cls, overrides: dict) -> tuple[dict, dict]:
+    """(arch, timing) overrides, each checked against the machine's table."""
+    table = cls.PARAMS.defaults()
+    table.update(overrides, origin="command line")
+    kinds = {row.name: row.kind for row, _, _ in table.rows()}
+    arch = {k: v for k, v in overrides.items() if kinds[k] == "arch"}
+    return arch, {k: v for k, v in overrides.items() if kinds[k] != "arch"}
+
+
+def cmd_run(args) -> int:
+    trace = read_trace(Path(args.trace)) if Path(args.trace).exists() else None
+    if trace is None:
+        raise HwsimError(f"{args.trace}: no such trace file")
+    name = trace.target.text if trace.target else args.target
+    if trace.target and args.target and args.target != trace.target.text:
+        raise ConfigError(f"--target {args.target} contradicts {trace.target.loc}: "
+                          f".target {trace.target.text}")
+    if not name:
+        raise ConfigError(f"{args.trace}: no target; add '.target NAME' to the trace or pass "
+                          f"--target ({', '.join(targets())})")
+    cls = machine_class(name)
+    arch, timing = split_overrides(cls, param_overrides(args))
+    for directive in trace.params:
+        key, value = directive.args
+        if key.text in cls.PARAMS.rows and cls.PARAMS.rows[key.text].kind == "arch":
+            arch.setdefault(key.text, value.text)
+    machine = cls(**arch)
+    progress = Progress(f"hwsim run {args.trace}")
+    try:
+        result = machine.run(trace, params=timing, record=bool(args.timeline), progress=progress)
+    finally:
+        progress.close()
+    print(result.summary())
+    if args.json:
+        result.write_json(args.json)
+    if args.timeline:
+        result.write_timeline(args.timeline)
+    return 1 if result.expect_failures else 0
+
+
+def cmd_targets(args) -> int:
+    names = [args.name] if args.name else targets()
+    for name in names:
+        cls = machine_class(name)
+        print(f"{name}: {cls.description}")
+        rows = [row for row in cls.PARAMS if args.all or row.kind == "timing"]
+        width = max((len(r.name) for r in cls.PARAMS), default=4)
+        for row in rows:
+            value = f"{row.default:g}" if isinstance(row.default, float) else str(row.default)
+            print(f"  {row.name:<{width}}  {value:>12} {row.unit:<12} {row.source}")
+        print()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hwsim", description="Cycle-approximate simulator of ML matrix engines "
+                                  "(Hexagon HMX, Arm SME, GAP9 NE16).")
+    parser.add_argument("--version", action="version", version=f"hwsim {hwsim.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="simulate an instruction trace",
+                         description="Simulate a trace and print cycles, time, MACs, "
+                                     "utilisation, per-unit busy/stall and per-port bandwidth.")
+    run.add_argument("trace", metavar="TRACE", help="trace file (see README: trace format)")
+    run.add_argument("--target", metavar="NAME", help="machine, if the trace has no .target")
+    run.add_argument("--param", metavar="KEY=VALUE", action="append",
+                     help="override a parameter (repeatable; 'hwsim targets' lists them)")
+    run.add_argument("--params", metavar="FILE.toml", help="override parameters from TOML")
+    run.add_argument("--timeline", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
+    run.add_argument("--json", metavar="OUT.json", help="write the summary as JSON")
+    run.set_defaults(func=cmd_run)
+
+    tg = sub.add_parser("targets", help="list machines and their parameters with sources")
+    tg.add_argument("name", nargs="?", help="only this machine")
+    tg.add_argument("--all", action="store_true",
+                    help="also list architectural parameters (sizes, numeric modes)")
+    tg.set_defaults(func=cmd_targets)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except HwsimError as exc:
+        if args.debug:
+            raise
+        print(f"hwsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hwsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What a program says: instruction fields, encodings, assembly text, validation."""

@@ -1,0 +1,210 @@
+"""Bit-field words declared once, as data: one codec for every register word and encoding.
+
+A ``Word`` is a table of named fields over an N-bit integer. A field covers one or more bit
+ranges written MSB-first (``"10:7,1"`` is HMX's spatial mask: bits 10..7 hold the upper four bits
+of the value and bit 1 the lowest). Constant bits (opcodes) and reserved bits (must be zero, or
+must be all ones) are fields too. The table is checked when it is built: overlapping fields, bits
+outside the word and bits that no field covers are errors. Encode, decode, validation (with the
+field's name in the error) and text formatting all derive from the one table; this is the only
+module in hwsim that shifts and masks instruction bits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dataclass_field
+from typing import Callable, Iterable
+
+from hwsim.errors import EncodingError
+
+Pieces = tuple[tuple[int, int], ...]
+
+
+def parse_bits(spec: str) -> Pieces:
+    """``"31:11"`` -> ((31, 11),); ``"10:7,1"`` -> ((10, 7), (1, 1)); MSB-first."""
+    pieces = []
+    for part in spec.replace(" ", "").split(","):
+        hi, _, lo = part.partition(":")
+        hi_bit = int(hi)
+        lo_bit = int(lo) if lo else hi_bit
+        if lo_bit > hi_bit:
+            raise ValueError(f"bit range {part!r} is written low:high; write it high:low")
+        pieces.append((hi_bit, lo_bit))
+    return tuple(pieces)
+
+
+@dataclass(frozen=True)
+class Field:
+    """A named value over some bits.
+
+    ``signed``: two's complement over the field's width. ``in_place``: the value keeps its bit
+    position (an address in bits 31:11 decodes to a multiple of 2048). ``allowed``: a predicate on
+    the decoded value with ``expect`` describing it for error messages.
+    """
+
+    name: str
+    bits: str
+    signed: bool = False
+    in_place: bool = False
+    allowed: Callable[[int], bool] | None = None
+    expect: str = ""
+    doc: str = ""
+    pieces: Pieces = dataclass_field(init=False)
+    width: int = dataclass_field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "pieces", parse_bits(self.bits))
+        object.__setattr__(self, "width", sum(hi - lo + 1 for hi, lo in self.pieces))
+        if self.in_place and len(self.pieces) != 1:
+            raise ValueError(f"field {self.name}: in_place needs one contiguous bit range")
+
+    @property
+    def shift(self) -> int:
+        return self.pieces[-1][1] if self.in_place else 0
+
+    def value_range(self) -> tuple[int, int]:
+        lo, hi = (-(1 << (self.width - 1)), (1 << (self.width - 1)) - 1) if self.signed else (
+            0, (1 << self.width) - 1)
+        return lo << self.shift, hi << self.shift
+
+
+@dataclass(frozen=True)
+class Const:
+    """Bits with a fixed value (an opcode). Decoding a word whose bits differ is an error."""
+
+    bits: str
+    value: int
+    name: str = "opcode"
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Bits that must be all zeros (``ones=False``) or all ones (``ones=True``)."""
+
+    bits: str
+    ones: bool = False
+    name: str = "reserved"
+
+
+def _extract(word: int, pieces: Pieces) -> int:
+    value = 0
+    for hi, lo in pieces:
+        n = hi - lo + 1
+        value = (value << n) | ((word >> lo) & ((1 << n) - 1))
+    return value
+
+
+def _insert(raw: int, pieces: Pieces) -> int:
+    word = 0
+    for hi, lo in reversed(pieces):
+        n = hi - lo + 1
+        word |= (raw & ((1 << n) - 1)) << lo
+        raw >>= n
+    return word
+
+
+def _mask(pieces: Pieces) -> int:
+    return _insert(-1, pieces)
+
+
+class Word:
+    """An N-bit word made of fields, constants and reserved bits, checked when built."""
+
+    def __init__(self, name: str, parts: Iterable[Field | Const | Reserved], width: int = 32,
+                 complete: bool = True):
+        self.name, self.width = name, width
+        self.fields: dict[str, Field] = {}
+        self.consts: list[tuple[Const, Pieces]] = []
+        self.reserved: list[tuple[Reserved, Pieces]] = []
+        covered = 0
+        for part in parts:
+            pieces = part.pieces if isinstance(part, Field) else parse_bits(part.bits)
+            mask = _mask(pieces)
+            label = f"{name}.{part.name}"
+            if any(hi >= width for hi, _ in pieces):
+                raise ValueError(f"{label}: bits {part.bits} fall outside a {width}-bit word")
+            if covered & mask:
+                raise ValueError(f"{label}: bits {part.bits} overlap another field")
+            covered |= mask
+            if isinstance(part, Field):
+                if part.name in self.fields:
+                    raise ValueError(f"{label}: declared twice")
+                self.fields[part.name] = part
+            elif isinstance(part, Const):
+                if part.value >> sum(h - l + 1 for h, l in pieces):
+                    raise ValueError(f"{label}: value {part.value:#x} does not fit bits {part.bits}")
+                self.consts.append((part, pieces))
+            else:
+                self.reserved.append((part, pieces))
+        if complete and covered != (1 << width) - 1:
+            missing = [b for b in range(width - 1, -1, -1) if not covered >> b & 1]
+            raise ValueError(f"{name}: bits {missing} are not covered by any field")
+        self.const_mask = sum(_mask(p) for _, p in self.consts)
+        self.const_bits = sum(_insert(c.value, p) for c, p in self.consts)
+        self._decoders = [(f.name, f.pieces, f.width, f.signed, f.shift)
+                          for f in self.fields.values()]
+
+    def matches(self, word: int) -> bool:
+        """True when the constant (opcode) bits of ``word`` are this word's."""
+        return word & self.const_mask == self.const_bits
+
+    def decode(self, word: int, check: bool = True) -> dict[str, int]:
+        """Field values of ``word``; with ``check``, reserved, constant and allowed-value rules."""
+        if not 0 <= word < (1 << self.width):
+            raise EncodingError(self.name, "word", word, f"a {self.width}-bit unsigned value")
+        if check:
+            for const, pieces in self.consts:
+                if _extract(word, pieces) != const.value:
+                    raise EncodingError(self.name, f"{const.name}[{const.bits}]",
+                                        _extract(word, pieces), f"{const.value:#x}")
+            for res, pieces in self.reserved:
+                raw = _extract(word, pieces)
+                want = _mask(((sum(h - l + 1 for h, l in pieces) - 1, 0),)) if res.ones else 0
+                if raw != want:
+                    expected = "all ones" if res.ones else "zero"
+                    raise EncodingError(self.name, f"{res.name}[{res.bits}]", raw, expected)
+        values = {}
+        for name, pieces, width, signed, shift in self._decoders:
+            raw = _extract(word, pieces)
+            if signed and raw >> (width - 1):
+                raw -= 1 << width
+            values[name] = raw << shift
+        if check:
+            self.validate(values)
+        return values
+
+    def validate(self, values: dict[str, int]) -> None:
+        for name, value in values.items():
+            f = self.fields[name]
+            if f.allowed is not None and not f.allowed(value):
+                raise EncodingError(self.name, name, value, f.expect or "an allowed value")
+
+    def encode(self, **values: int) -> int:
+        """The word with these field values; unnamed fields are zero, reserved bits as required."""
+        unknown = set(values) - set(self.fields)
+        if unknown:
+            raise EncodingError(self.name, sorted(unknown)[0], values[sorted(unknown)[0]],
+                                f"one of {', '.join(self.fields)}")
+        word = self.const_bits
+        for res, pieces in self.reserved:
+            if res.ones:
+                word |= _mask(pieces)
+        for name, f in self.fields.items():
+            value = int(values.get(name, 0))
+            lo, hi = f.value_range()
+            if not lo <= value <= hi or value & ((1 << f.shift) - 1):
+                step = f", a multiple of {1 << f.shift}" if f.shift else ""
+                raise EncodingError(self.name, name, value, f"{lo}..{hi}{step}")
+            if f.allowed is not None and name in values and not f.allowed(value):
+                raise EncodingError(self.name, name, value, f.expect or "an allowed value")
+            word |= _insert(value >> f.shift, f.pieces)
+        return word
+
+    def format(self, values: dict[str, int]) -> str:
+        return " ".join(f"{k}={v:#x}" if abs(v) > 9 else f"{k}={v}" for k, v in values.items())
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(bits, name, doc) rows, most significant first, for documentation."""
+        rows = [(f.bits, f.name, f.doc) for f in self.fields.values()]
+        rows += [(c.bits, c.name, f"= {c.value:#x}") for c, _ in self.consts]
+        rows += [(r.bits, r.name, "all ones" if r.ones else "zero") for r, _ in self.reserved]
+        return sorted(rows, key=lambda r: -parse_bits(r[0])[0][0])

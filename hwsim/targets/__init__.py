@@ -1,0 +1,33 @@
+"""What a machine does: one package per machine, wired to isa, memory and timing.
+
+The registry maps a machine name to its class, imported on first use so that ``hwsim targets``
+and the other machines do not pay for a machine's numba kernels.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from hwsim.errors import ConfigError
+
+MACHINES = {
+    # name: "module:Class"
+}
+
+
+def machine_class(name: str):
+    try:
+        module, _, cls = MACHINES[name].partition(":")
+    except KeyError:
+        raise ConfigError(f"unknown machine {name!r}; expected one of "
+                          f"{', '.join(MACHINES) or '(none)'}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+def machine(name: str, **params):
+    """A new machine with its parameters set (``hwsim targets`` lists them)."""
+    return machine_class(name)(**params)
+
+
+def targets() -> list[str]:
+    return list(MACHINES)

@@ -1,0 +1,254 @@
+"""The event timeline every machine runs on: units, ports, dependencies, statistics.
+
+Time is in integer cycles of the machine clock. A program becomes a stream of ``Op``s, each bound
+to a ``Unit`` (one simpy process per functional unit). Ops on one unit start in program order; an
+op starts when its unit is free and the ops it depends on are done, then:
+
+* ``op.execute()`` runs at the start: it reads operands and computes, and returns ``Work``: how
+  many cycles the unit is occupied, the extra latency until results exist, the bytes it moves
+  through which ports, its MACs, and a ``commit`` callable that writes the results;
+* port transfers are reserved from the start time; a port is a pipe of ``width`` bytes per cycle
+  shared first come, first served, plus a latency that concurrent users overlap. When a transfer
+  outlasts the op's own cycles the unit is stalled on that port;
+* ``commit`` runs when the results are ready, before anything else that happens in that cycle, so a
+  reader that starts in the same cycle sees the new data and one that starts earlier sees the old.
+
+Dependencies are tracked on named resources (an accumulator, a ZA tile, a DMA transfer id): a
+reader waits for the last writer's results (RAW), a writer for the last writer (WAW) and for the
+readers since to have started (WAR). Memory is not tracked: as on silicon, a program that does
+not wait for its DMA reads stale data.
+
+Each op costs one simpy event for its occupancy plus one for a delayed commit; the front end only
+yields when a unit's queue is full. Same input, same event order, same cycles.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from typing import Callable, Iterable, Iterator
+
+import simpy
+from simpy.events import URGENT
+
+from hwsim.errors import HwsimError
+
+
+class Work:
+    """What an op does once started. ``cycles``: unit occupancy; ``latency``: more cycles until
+    results are ready; ``transfers``: ((port, nbytes), ...); ``commit``: writes the results."""
+
+    __slots__ = ("cycles", "latency", "transfers", "macs", "commit")
+
+    def __init__(self, cycles: int = 1, latency: int = 0, transfers=(), macs: int = 0,
+                 commit: Callable[[], None] | None = None):
+        self.cycles, self.latency, self.transfers = cycles, latency, transfers
+        self.macs, self.commit = macs, commit
+
+
+class Op:
+    """One instruction (or state) on one unit. ``execute`` returns ``Work`` when the op starts."""
+
+    __slots__ = ("unit", "execute", "label", "reads", "writes", "deps", "started_at", "ready_at",
+                 "_started", "args")
+
+    def __init__(self, unit: "Unit", execute: Callable[[], Work], label: str,
+                 reads: tuple = (), writes: tuple = (), args: dict | None = None):
+        self.unit, self.execute, self.label = unit, execute, label
+        self.reads, self.writes, self.args = reads, writes, args
+        self.deps: list = []
+        self.started_at: int | None = None
+        self.ready_at: int | None = None
+        self._started: simpy.Event | None = None
+
+
+class Port:
+    """A pipe of ``width`` bytes per cycle with a fixed ``latency``, first come first served."""
+
+    def __init__(self, name: str, width_bytes: float, latency_cycles: int = 0):
+        if width_bytes <= 0:
+            raise ValueError(f"port {name}: width must be positive")
+        self.name, self.width, self.latency = name, float(width_bytes), int(latency_cycles)
+        self.free_at = 0
+        self.bytes = 0
+        self.busy_cycles = 0
+        self.log: list[tuple[int, int, int]] = []  # (start, cycles, bytes)
+
+    def reserve(self, now: int, nbytes: int) -> tuple[int, int]:
+        """Reserve the pipe for ``nbytes`` from ``now``: (end of the slot, data arrival)."""
+        start = max(now, self.free_at)
+        cycles = max(1, math.ceil(nbytes / self.width)) if nbytes else 0
+        self.free_at = start + cycles
+        self.bytes += nbytes
+        self.busy_cycles += cycles
+        if nbytes:
+            self.log.append((start, cycles, nbytes))
+        return start + cycles, start + cycles + self.latency
+
+
+class Unit:
+    """A functional unit: an in-order queue of ops served by one simpy process."""
+
+    def __init__(self, engine: "Engine", name: str, queue_depth: int, peak_macs: float = 0.0,
+                 in_flight: int = 0):
+        self.engine, self.name, self.depth = engine, name, max(1, queue_depth)
+        self.peak_macs = peak_macs
+        # in_flight > 0 makes a decoupled unit (a DMA engine): an op occupies it only for its own
+        # cycles, its transfers proceed in the ports, and at most in_flight of them are under way.
+        self.in_flight = in_flight
+        self._pending: list[int] = []
+        self.queue: deque[Op] = deque()
+        self.busy = 0
+        self.stalls: dict[str, int] = {}
+        self.ops = 0
+        self.macs = 0
+        self.log: list[tuple[int, int, str, dict | None]] = []  # (start, cycles, label, args)
+        self._work: simpy.Event | None = None
+        self._space: simpy.Event | None = None
+        engine.env.process(self._serve())
+
+    def _stall(self, reason: str, cycles: int) -> None:
+        if cycles > 0:
+            self.stalls[reason] = self.stalls.get(reason, 0) + cycles
+
+    def _serve(self):
+        env, record = self.engine.env, self.engine.record
+        while True:
+            if not self.queue:
+                self._work = env.event()
+                yield self._work
+            op = self.queue.popleft()
+            if self._space is not None and len(self.queue) <= self.depth // 2:
+                # wake the front end at half depth, so that it refills in batches
+                self._space.succeed()
+                self._space = None
+            for dep, raw, resource in op.deps:
+                if dep.started_at is None:
+                    if dep._started is None:
+                        dep._started = env.event()
+                    yield dep._started
+                until = dep.ready_at if raw else dep.started_at
+                if until > env.now:
+                    self._stall(f"wait {resource}", until - env.now)
+                    yield env.timeout(until - env.now)
+            if self.in_flight:
+                yield from self._wait_for_slot()
+            start = env.now
+            op.started_at = start
+            work = op.execute()
+            end = start + work.cycles
+            arrival = end
+            for port, nbytes in work.transfers:
+                slot_end, data_at = port.reserve(start, nbytes)
+                if slot_end > end and not self.in_flight:
+                    self._stall(f"port {port.name}", slot_end - end)
+                    end = slot_end
+                arrival = max(arrival, data_at)
+            ready = max(end, arrival) + work.latency
+            op.ready_at = ready
+            if self.in_flight:
+                heapq.heappush(self._pending, ready)
+            if op._started is not None:
+                op._started.succeed()
+            self.busy += work.cycles
+            self.ops += 1
+            self.macs += work.macs
+            if record:
+                self.log.append((start, end - start, op.label, op.args))
+            if work.commit is not None:
+                if ready == start:
+                    work.commit()
+                else:
+                    self.engine.at(ready, work.commit)
+            if end > start:
+                yield env.timeout(end - start)
+
+
+    def _wait_for_slot(self):
+        env, pending = self.engine.env, self._pending
+        while pending and pending[0] <= env.now:
+            heapq.heappop(pending)
+        if len(pending) >= self.in_flight:
+            self._stall("transfers in flight", pending[0] - env.now)
+            yield env.timeout(pending[0] - env.now)
+            heapq.heappop(pending)
+
+
+class Engine:
+    """A simpy environment with named units and ports and a scoreboard of resources."""
+
+    def __init__(self, clock_hz: float, record: bool = True):
+        self.env = simpy.Environment()
+        self.clock_hz = clock_hz
+        self.record = record
+        self.units: dict[str, Unit] = {}
+        self.ports: dict[str, Port] = {}
+        self._writer: dict = {}
+        self._readers: dict = {}
+        self.issued = 0
+        self.progress: Callable[[int, int], None] | None = None
+
+    def unit(self, name: str, queue_depth: int = 1, peak_macs: float = 0.0,
+             in_flight: int = 0) -> Unit:
+        if name in self.units:
+            raise ValueError(f"unit {name} exists")
+        self.units[name] = Unit(self, name, queue_depth, peak_macs, in_flight)
+        return self.units[name]
+
+    def port(self, name: str, width_bytes: float, latency_cycles: int = 0) -> Port:
+        if name in self.ports:
+            raise ValueError(f"port {name} exists")
+        self.ports[name] = Port(name, width_bytes, latency_cycles)
+        return self.ports[name]
+
+    def at(self, cycle: int, action: Callable[[], None]) -> None:
+        """Run ``action`` at ``cycle`` before any op starts in that cycle."""
+        event = simpy.Event(self.env)
+        event._ok, event._value = True, None
+        event.callbacks.append(lambda _event: action())
+        self.env.schedule(event, URGENT, cycle - self.env.now)
+
+    def dispatch(self, op: Op) -> Op:
+        """Record ``op``'s dependencies (program order) and queue it on its unit."""
+        deps = op.deps
+        for resource in op.reads:
+            writer = self._writer.get(resource)
+            if writer is not None:
+                deps.append((writer, True, resource))
+            self._readers.setdefault(resource, []).append(op)
+        for resource in op.writes:
+            writer = self._writer.get(resource)
+            if writer is not None and writer is not op:
+                deps.append((writer, True, resource))
+            for reader in self._readers.pop(resource, ()):
+                if reader is not op:
+                    deps.append((reader, False, resource))
+            self._writer[resource] = op
+        unit = op.unit
+        unit.queue.append(op)
+        if unit._work is not None:
+            unit._work.succeed()
+            unit._work = None
+        self.issued += 1
+        return op
+
+    def _front_end(self, ops: Iterator[Op]):
+        for op in ops:
+            unit = op.unit
+            while len(unit.queue) >= unit.depth:
+                if unit._space is None:
+                    unit._space = self.env.event()
+                yield unit._space
+            self.dispatch(op)
+            if self.progress is not None and self.issued % 4096 == 0:
+                self.progress(self.issued, self.env.now)
+
+    def run(self, ops: Iterable[Op]) -> int:
+        """Issue ``ops`` in order, run until everything is done, return the cycle count."""
+        self.env.process(self._front_end(iter(ops)))
+        self.env.run()
+        stuck = [u.name for u in self.units.values() if u.queue]
+        if stuck:
+            raise HwsimError(f"internal: units {', '.join(stuck)} still hold ops at the end")
+        return int(self.env.now)

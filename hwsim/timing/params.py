@@ -1,0 +1,204 @@
+"""Machine parameters declared once, as data: name, default, unit, source.
+
+One table per machine feeds the defaults, overrides from a TOML file, a trace's ``.param`` lines
+and the command line, validation (``ConfigError`` on an unknown name or a bad value) and the
+``hwsim targets`` listing. Every row carries its source: a manual section, a figure in FACTS.md,
+another model, or ``assumption: why``. A ``ParamSet`` remembers which names were read so that the
+tests can fail on a parameter nobody uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from hwsim.errors import ConfigError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+_SIZE_SUFFIX = {"": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+                "g": 1 << 30, "gib": 1 << 30}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One row of a parameter table.
+
+    ``kind`` is ``"timing"`` (costs, rates, latencies, the clock) or ``"arch"`` (sizes and modes
+    that shape architectural state or numerics). ``choices`` restricts the value to a set;
+    ``minimum``/``maximum`` bound numbers.
+    """
+
+    name: str
+    default: Any
+    unit: str
+    source: str
+    doc: str = ""
+    kind: str = "timing"
+    choices: tuple | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def __post_init__(self):
+        if not self.source.strip():
+            raise ValueError(f"parameter {self.name} has no source")
+        if self.kind not in ("timing", "arch"):
+            raise ValueError(f"parameter {self.name}: kind must be timing or arch")
+        self.convert(self.default, "default")
+
+    def convert(self, value: Any, origin: str) -> Any:
+        """``value`` (a string from text, or a Python value) as this parameter's type, checked."""
+        kind = type(self.default)
+        try:
+            if kind is bool:
+                if isinstance(value, str):
+                    if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                        raise ValueError
+                    value = value.lower() in ("true", "1", "yes", "on")
+                elif not isinstance(value, (bool, int)) or value not in (0, 1):
+                    raise ValueError
+                value = bool(value)
+            elif kind is int:
+                value = _parse_int(value)
+            elif kind is float:
+                if isinstance(value, bool):
+                    raise ValueError
+                value = float(value)
+            else:
+                value = str(value)
+        except (ValueError, TypeError):
+            raise ConfigError(f"{origin}: parameter {self.name} = {value!r}: expected "
+                              f"{kind.__name__}") from None
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"{origin}: parameter {self.name} = {value!r}: expected one of "
+                              f"{', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{origin}: parameter {self.name} = {value!r}: expected >= "
+                              f"{self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(f"{origin}: parameter {self.name} = {value!r}: expected <= "
+                              f"{self.maximum:g}")
+        return value
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError
+        return int(value)
+    match = re.fullmatch(r"\s*([-+]?(?:0x[0-9a-f_]+|[0-9_]+))\s*([kmg](?:ib)?)?\s*", str(value), re.I)
+    if not match:
+        raise ValueError
+    return int(match.group(1), 0) * _SIZE_SUFFIX[(match.group(2) or "").lower()]
+
+
+class ParamTable:
+    """The declared rows of one machine, in order, with unique names."""
+
+    def __init__(self, rows: Iterable[Param]):
+        self.rows: dict[str, Param] = {}
+        for row in rows:
+            if row.name in self.rows:
+                raise ValueError(f"parameter {row.name} declared twice")
+            self.rows[row.name] = row
+
+    def __iter__(self):
+        return iter(self.rows.values())
+
+    def defaults(self) -> "ParamSet":
+        return ParamSet(self)
+
+
+class ParamSet:
+    """Current values of a machine's parameters. Attribute access reads a value."""
+
+    def __init__(self, table: ParamTable):
+        object.__setattr__(self, "_table", table)
+        object.__setattr__(self, "_values", {n: r.default for n, r in table.rows.items()})
+        object.__setattr__(self, "_read", set())
+        object.__setattr__(self, "_origin", {n: "default" for n in table.rows})
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+        self._read.add(name)
+        return value
+
+    def __setattr__(self, name, value):
+        raise AttributeError("parameters are set with ParamSet.set()")
+
+    def set(self, name: str, value: Any, origin: str = "argument") -> None:
+        row = self._table.rows.get(name)
+        if row is None:
+            close = [n for n in self._table.rows if name.split(".")[-1] in n]
+            hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
+            raise ConfigError(f"{origin}: unknown parameter {name!r}{hint}; "
+                              "'hwsim targets' lists them")
+        self._values[name] = row.convert(value, origin)
+        self._origin[name] = origin
+
+    def update(self, values: dict[str, Any], origin: str = "argument") -> None:
+        for name, value in values.items():
+            self.set(name, value, origin)
+
+    def load_toml(self, path: str | Path) -> None:
+        self.update(read_toml(path), origin=str(path))
+
+    def copy(self) -> "ParamSet":
+        """Independent values; reads are still recorded on this set (a run's copy counts)."""
+        other = ParamSet(self._table)
+        other._values.update(self._values)
+        other._origin.update(self._origin)
+        object.__setattr__(other, "_read", self._read)
+        return other
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def rows(self) -> list[tuple[Param, Any, str]]:
+        """(declaration, current value, where the value came from) for each parameter."""
+        return [(r, self._values[n], self._origin[n]) for n, r in self._table.rows.items()]
+
+    def unread(self) -> list[str]:
+        return [n for n in self._table.rows if n not in self._read]
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """A TOML parameter file as ``{name: value}``: top-level pairs, tables flattened with '.'."""
+    try:
+        with open(path, "rb") as fh:
+            return _flatten(tomllib.load(fh))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read parameter file: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def parse_assignment(text: str, origin: str = "--param") -> tuple[str, str]:
+    """``"KEY=VALUE"`` -> (key, value) with a clear error otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"{origin} {text!r}: expected KEY=VALUE")
+    return key.strip(), value.strip()

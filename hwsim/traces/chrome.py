@@ -1,0 +1,54 @@
+"""Chrome/Perfetto trace JSON (the "JSON trace event format"), streamed to disk.
+
+One process per run, one thread track per unit with a slice per op, and counter tracks: bytes per
+cycle through each port and the busy fraction of each unit, averaged over windows of the run.
+Timestamps are cycles: in the viewer, 1 us stands for 1 cycle (``otherData`` says so).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hwsim.timing.stats import binned
+from hwsim.traces.files import atomic_open
+
+COUNTER_BINS = 1000
+
+
+def write_chrome(result, path: str | Path) -> None:
+    with atomic_open(path, "w") as fh:
+        fh.write('{"displayTimeUnit": "ns", "otherData": ')
+        json.dump({"machine": result.machine, "time_unit": "1 us in the viewer = 1 cycle",
+                   "clock_hz": result.clock_hz, "cycles": result.cycles}, fh)
+        fh.write(',\n"traceEvents": [\n')
+        first = True
+
+        def emit(event: dict) -> None:
+            nonlocal first
+            fh.write(("" if first else ",\n") + json.dumps(event, separators=(",", ":")))
+            first = False
+
+        emit({"ph": "M", "pid": 1, "name": "process_name", "args": {"name": result.machine}})
+        for tid, unit in enumerate(result.units, start=1):
+            emit({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
+                  "args": {"name": unit.name}})
+            for start, cycles, label, args in unit.log:
+                event = {"ph": "X", "pid": 1, "tid": tid, "ts": start, "dur": cycles,
+                         "name": label}
+                if args:
+                    event["args"] = args
+                emit(event)
+        span = max(result.cycles, 1)
+        for port in result.ports:
+            sums, width = binned(port.log, span, COUNTER_BINS)
+            for i, amount in enumerate(sums):
+                emit({"ph": "C", "pid": 1, "ts": i * width, "name": f"{port.name} bytes/cycle",
+                      "args": {"bytes/cycle": round(float(amount) / width, 3)}})
+        for unit in result.units:
+            busy = [(start, cycles, cycles) for start, cycles, _, _ in unit.log]
+            sums, width = binned(busy, span, COUNTER_BINS)
+            for i, amount in enumerate(sums):
+                emit({"ph": "C", "pid": 1, "ts": i * width, "name": f"{unit.name} occupancy",
+                      "args": {"busy %": round(100.0 * float(amount) / width, 1)}})
+        fh.write("\n]}\n")
