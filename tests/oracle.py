@@ -39,8 +39,28 @@ def encode(value: Fraction, negative: bool, ebits: int, mbits: int) -> int:
     return sign | ((e + bias) << mbits) | int(frac)
 
 
+def _round_multiple(x: Fraction, mode, negative: bool) -> int:
+    """The non-negative ``x`` rounded to an integer in ``mode`` (for a value of this sign)."""
+    lo = math.floor(x)
+    rem = x - lo
+    if rem == 0:
+        return lo
+    if mode == RNE:
+        return lo + (1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and lo % 2) else 0)
+    if mode == RNA:
+        return lo + (1 if rem >= Fraction(1, 2) else 0)
+    if mode == RTZ:
+        return lo
+    if mode == RUP:
+        return lo + (0 if negative else 1)
+    if mode == RDN:
+        return lo + (1 if negative else 0)
+    return lo | 1
+
+
 def round_to(x: Fraction, ebits: int, mbits: int, mode=RNE, flush=False, saturate=False) -> int:
-    """Round the exact rational ``x`` once to the format; the bits."""
+    """Round the exact rational ``x`` once to the format; the bits. ``flush``: False, True (tiny
+    before rounding) or "after" (tiny once rounded with an unbounded exponent)."""
     negative = x < 0
     a = abs(x)
     bias = (1 << (ebits - 1)) - 1
@@ -53,26 +73,14 @@ def round_to(x: Fraction, ebits: int, mbits: int, mode=RNE, flush=False, saturat
         e -= 1
     while Fraction(2) ** (e + 1) <= a:
         e += 1
-    if flush and e < emin:
+    if flush == "after" and e < emin:  # tiny once rounded with an unbounded exponent
+        q = Fraction(2) ** (e - mbits)
+        if _round_multiple(a / q, mode, negative) * q < Fraction(2) ** emin:
+            return sign
+    elif flush and e < emin:
         return sign
     quantum = Fraction(2) ** (max(e, emin) - mbits)
-    lo = math.floor(a / quantum)
-    rem = a / quantum - lo
-    if rem == 0:
-        n = lo
-    elif mode == RNE:
-        n = lo + (1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and lo % 2) else 0)
-    elif mode == RNA:
-        n = lo + (1 if rem >= Fraction(1, 2) else 0)
-    elif mode == RTZ:
-        n = lo
-    elif mode == RUP:
-        n = lo + (0 if negative else 1)
-    elif mode == RDN:
-        n = lo + (1 if negative else 0)
-    else:
-        n = lo | 1
-    value = n * quantum
+    value = _round_multiple(a / quantum, mode, negative) * quantum
     largest = (2 - Fraction(1, 1 << mbits)) * Fraction(2) ** bias
     if value > largest:
         to_inf = not saturate and (mode in (RNE, RNA) or (mode == RUP and not negative)

@@ -8,8 +8,10 @@ formats of the same kind.
 ``round_pack`` takes an exact value ``(-1)**sign * sig * 2**exp`` (``sig`` up to 62 bits) plus a
 sticky bit standing for nonzero bits below ``sig`` (``sig`` must then reach at least one bit below
 the result's last bit, so that the half-way bit is explicit) and rounds it once to a format: any of six
-rounding modes, flush-to-zero of tiny results (tiny before rounding, the Arm rule), and overflow
-to infinity or to the largest finite value. Callers compute exact sums as integers (or keep a
+rounding modes, flush-to-zero of tiny results (tiny before rounding, Arm's rule with FPCR.AH=0, or
+after rounding, its rule with FPCR.AH=1), and overflow to infinity or to the largest finite value.
+``exact_sum`` adds two such values exactly (or with a sticky bit), so that a fused multiply-add is
+one ``exact_sum`` and one ``round_pack``. Callers compute exact sums as integers (or keep a
 sticky bit), so every result is rounded exactly once. NaN and infinity inputs are the callers'
 business: their rules differ per machine.
 
@@ -31,6 +33,11 @@ ROD = 5  # to odd (sticky into the last bit): for exact intermediate results
 
 # Value classes returned by ``unpack``.
 ZERO, FINITE, INF, NAN = 0, 1, 2, 3
+
+# ``flush`` arguments of ``round_pack``: results below the smallest normal become signed zero,
+# judged on the exact value (Arm with FPCR.AH=0), or on the value rounded with an unbounded
+# exponent (Arm with FPCR.AH=1, IEEE "tininess after rounding").
+FLUSH_BEFORE, FLUSH_AFTER = 1, 2
 
 # Flags returned by ``round_pack`` (bit set).
 INEXACT, UNDERFLOW, OVERFLOW = 1, 2, 4
@@ -83,29 +90,9 @@ def unpack(bits, ebits, mbits):
 
 
 @jit
-def round_pack(sign, sig, exp, sticky, ebits, mbits, mode, flush, saturate):
-    """Round (-1)**sign * (sig + sticky*tiny) * 2**exp to the format; return (bits, flags).
-
-    ``flush``: results tiny before rounding become signed zero. ``saturate``: overflow gives the
-    largest finite value instead of infinity whatever the rounding mode.
-    """
-    sig = np.int64(sig)
-    exp = np.int64(exp)
-    sign_bits = np.uint64(sign) << np.uint64(ebits + mbits)
-    if sig == 0:
-        if not sticky:
-            return sign_bits, 0
-        # Only the sticky bit: a magnitude far below anything representable; give sig one bit
-        # well below the smallest subnormal so that rounding sees "more than zero, under half".
-        sig = np.int64(1)
-        exp = np.int64(-(1 << (ebits - 1)) - mbits - 4)
-        sticky = False
-    bias = (1 << (ebits - 1)) - 1
-    emin = 1 - bias
-    top = _msb(sig) + exp  # unbiased exponent of the leading bit
-    if flush and top < emin:
-        return sign_bits, INEXACT | UNDERFLOW
-    quantum = (top if top >= emin else emin) - mbits  # exponent of the result's last bit
+def _round_at(sign, sig, exp, sticky, quantum, mode):
+    """(-1)**sign * (sig + sticky*tiny) * 2**exp rounded to a multiple of 2**quantum:
+    (multiple, inexact)."""
     shift = quantum - exp
     if shift <= 0:  # exact: sig fits (a sticky bit needs sig to reach below the last bit)
         keep = sig << -shift
@@ -136,6 +123,40 @@ def round_pack(sign, sig, exp, sticky, ebits, mbits, mode, flush, saturate):
             keep |= 1
     if up:
         keep += 1
+    return keep, inexact
+
+
+@jit
+def round_pack(sign, sig, exp, sticky, ebits, mbits, mode, flush, saturate):
+    """Round (-1)**sign * (sig + sticky*tiny) * 2**exp to the format; return (bits, flags).
+
+    ``flush``: 0, or FLUSH_BEFORE / FLUSH_AFTER (True is FLUSH_BEFORE): results tiny before
+    rounding, or tiny once rounded with an unbounded exponent, become signed zero.
+    ``saturate``: overflow gives the largest finite value instead of infinity whatever the
+    rounding mode.
+    """
+    sig = np.int64(sig)
+    exp = np.int64(exp)
+    sign_bits = np.uint64(sign) << np.uint64(ebits + mbits)
+    if sig == 0:
+        if not sticky:
+            return sign_bits, 0
+        # Only the sticky bit: a magnitude far below anything representable; give sig one bit
+        # well below the smallest subnormal so that rounding sees "more than zero, under half".
+        sig = np.int64(1)
+        exp = np.int64(-(1 << (ebits - 1)) - mbits - 4)
+        sticky = False
+    bias = (1 << (ebits - 1)) - 1
+    emin = 1 - bias
+    top = _msb(sig) + exp  # unbiased exponent of the leading bit
+    if flush and top < emin:
+        if flush != FLUSH_AFTER:
+            return sign_bits, INEXACT | UNDERFLOW
+        unbounded, _ = _round_at(sign, sig, exp, sticky, top - mbits, mode)
+        if _msb(unbounded) + top - mbits < emin:
+            return sign_bits, INEXACT | UNDERFLOW
+    quantum = (top if top >= emin else emin) - mbits  # exponent of the result's last bit
+    keep, inexact = _round_at(sign, sig, exp, sticky, quantum, mode)
     if keep >> (mbits + 1):
         keep >>= 1
         quantum += 1
@@ -162,6 +183,55 @@ def round_pack(sign, sig, exp, sticky, ebits, mbits, mode, flush, saturate):
 def round_pack_bits(sign, sig, exp, sticky, ebits, mbits, mode, flush, saturate):
     """``round_pack`` without the flags."""
     return round_pack(sign, sig, exp, sticky, ebits, mbits, mode, flush, saturate)[0]
+
+
+# Terms of ``exact_sum`` are normalised so that their leading bit sits here: a sum of two such
+# terms, one shifted left by up to two places, stays below 2**63.
+_TOP = 59
+
+
+@jit
+def _normalise(sig, exp):
+    shift = _TOP - _msb(sig)
+    return sig << shift, exp - shift
+
+
+@jit
+def exact_sum(sign1, sig1, exp1, sign2, sig2, exp2):
+    """(-1)**sign1 * sig1 * 2**exp1 + (-1)**sign2 * sig2 * 2**exp2 as (sign, sig, exp, sticky).
+
+    ``sig1`` and ``sig2`` are below 2**60 (a product of two 24-bit significands is 48 bits). The
+    result is exact, or carries at least 58 significant bits plus a sticky bit for a nonzero tail,
+    which is what ``round_pack`` needs to round it once to any format up to FP64. A zero sum comes
+    back as sig == 0 without sticky; its sign is the caller's business (IEEE and Arm pick it from
+    the rounding mode).
+    """
+    if sig1 == 0:
+        return sign2, np.int64(sig2), np.int64(exp2), False
+    if sig2 == 0:
+        return sign1, np.int64(sig1), np.int64(exp1), False
+    a, ea = _normalise(np.int64(sig1), np.int64(exp1))
+    b, eb = _normalise(np.int64(sig2), np.int64(exp2))
+    sa, sb = sign1, sign2
+    if eb > ea:
+        a, ea, sa, b, eb, sb = b, eb, sb, a, ea, sa
+    d = ea - eb
+    if d <= 2:  # close exponents: align exactly (the cancellation may be total)
+        value = (-(a << d) if sa else (a << d)) + (-b if sb else b)
+        if value < 0:
+            return 1, -value, eb, False
+        return 0, value, eb, False
+    # |b| < 2**(ea + _TOP - 2): b only moves the low bits of a, so keep them with a sticky bit
+    if d < 63:
+        low = b >> d
+        sticky = (b & ((np.int64(1) << d) - 1)) != 0
+    else:
+        low = np.int64(0)
+        sticky = True
+    if sa == sb:
+        return sa, a + low, ea, sticky
+    # a - (low + tail) with 0 < tail < 1 is (a - low - 1) plus a tail
+    return sa, a - low - (1 if sticky else 0), ea, sticky
 
 
 def to_float(bits: int, fmt: tuple[int, int]) -> float:
