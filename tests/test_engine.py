@@ -143,3 +143,41 @@ def test_binned_spreads_amounts_and_conserves_total():
     sums, width = binned([(0, 10, 100), (5, 5, 50)], 20, 4)
     assert width == 5
     assert sums.tolist() == pytest.approx([50, 100, 0, 0])
+
+
+def test_partial_writes_overlap_and_the_next_reader_waits_for_all():
+    e = Engine(1e9)
+    ls, mx = e.unit("ls", queue_depth=8), e.unit("mx", queue_depth=8)
+    log = []
+
+    def part(name):
+        def execute():
+            log.append((name, e.env.now))
+            return Work(1, 9)
+        return Op(ls, execute, name, parts=("tile",))
+    ops = [part(f"row{i}") for i in range(4)]
+    ops.append(op(mx, 1, reads=("tile",), log=log, name="reader"))
+    ops.append(op(mx, 1, writes=("tile",), log=log, name="writer"))
+    e.run(ops)
+    times = dict(log)
+    assert [times[f"row{i}"] for i in range(4)] == [0, 1, 2, 3]   # pipelined, not serialised
+    assert times["reader"] == 3 + 1 + 9                             # after the last row is ready
+    assert times["writer"] >= times["reader"]
+
+
+def test_partial_write_waits_for_the_full_writer_and_earlier_readers():
+    e = Engine(1e9)
+    a, b = e.unit("a"), e.unit("b")
+    log = []
+    e.run([op(a, 2, latency=3, writes=("t",), log=log, name="full"),
+           op(a, 10, reads=("t",), log=log, name="reader"),
+           Op(b, lambda: (log.append(("part", e.env.now)), Work(1))[1], "part", parts=("t",))])
+    times = dict(log)
+    assert times["part"] >= times["reader"] >= 5
+
+
+def test_started_readers_are_pruned():
+    e = Engine(1e9)
+    u = e.unit("u", queue_depth=4)
+    e.run([op(u, 1, reads=("p0",)) for _ in range(1000)])
+    assert len(e._readers["p0"]) < 100

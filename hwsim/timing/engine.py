@@ -15,8 +15,10 @@ op starts when its unit is free and the ops it depends on are done, then:
 
 Dependencies are tracked on named resources (an accumulator, a ZA tile, a DMA transfer id): a
 reader waits for the last writer's results (RAW), a writer for the last writer (WAW) and for the
-readers since to have started (WAR). Memory is not tracked: as on silicon, a program that does
-not wait for its DMA reads stale data.
+readers since to have started (WAR). An op may also write only part of a resource (``parts``: one
+row of a tile): partial writes wait like writes but not for each other, and the next reader or
+writer waits for all of them. Memory is not tracked: as on silicon, a program that does not wait
+for its DMA reads stale data.
 
 Each op costs one simpy event for its occupancy plus one for a delayed commit; the front end only
 yields when a unit's queue is full. Same input, same event order, same cycles.
@@ -50,13 +52,14 @@ class Work:
 class Op:
     """One instruction (or state) on one unit. ``execute`` returns ``Work`` when the op starts."""
 
-    __slots__ = ("unit", "execute", "label", "reads", "writes", "deps", "started_at", "ready_at",
-                 "_started", "args")
+    __slots__ = ("unit", "execute", "label", "reads", "writes", "parts", "deps", "started_at",
+                 "ready_at", "_started", "args")
 
     def __init__(self, unit: "Unit", execute: Callable[[], Work], label: str,
-                 reads: tuple = (), writes: tuple = (), args: dict | None = None):
+                 reads: tuple = (), writes: tuple = (), args: dict | None = None,
+                 parts: tuple = ()):
         self.unit, self.execute, self.label = unit, execute, label
-        self.reads, self.writes, self.args = reads, writes, args
+        self.reads, self.writes, self.args, self.parts = reads, writes, args, parts
         self.deps: list = []
         self.started_at: int | None = None
         self.ready_at: int | None = None
@@ -132,6 +135,7 @@ class Unit:
                 if until > env.now:
                     self._stall(f"wait {resource}", until - env.now)
                     yield env.timeout(until - env.now)
+            op.deps = ()  # done with them: let finished ops be freed
             if self.in_flight:
                 yield from self._wait_for_slot()
             start = env.now
@@ -186,6 +190,7 @@ class Engine:
         self.ports: dict[str, Port] = {}
         self._writer: dict = {}
         self._readers: dict = {}
+        self._parts: dict = {}
         self.issued = 0
         self.progress: Callable[[int, int], None] | None = None
 
@@ -212,19 +217,38 @@ class Engine:
     def dispatch(self, op: Op) -> Op:
         """Record ``op``'s dependencies (program order) and queue it on its unit."""
         deps = op.deps
+        writers, readers, parts = self._writer, self._readers, self._parts
         for resource in op.reads:
-            writer = self._writer.get(resource)
+            writer = writers.get(resource)
             if writer is not None:
                 deps.append((writer, True, resource))
-            self._readers.setdefault(resource, []).append(op)
-        for resource in op.writes:
-            writer = self._writer.get(resource)
-            if writer is not None and writer is not op:
+            for part in parts.get(resource, ()):
+                deps.append((part, True, resource))
+            waiting = readers.get(resource)
+            if waiting is None:
+                readers[resource] = [op]
+            else:
+                if len(waiting) >= 64:  # readers that started no longer hold a writer back
+                    waiting[:] = [r for r in waiting if r.started_at is None]
+                waiting.append(op)
+        for resource in op.parts:
+            writer = writers.get(resource)
+            if writer is not None:
                 deps.append((writer, True, resource))
-            for reader in self._readers.pop(resource, ()):
+            for reader in readers.get(resource, ()):
                 if reader is not op:
                     deps.append((reader, False, resource))
-            self._writer[resource] = op
+            parts.setdefault(resource, []).append(op)
+        for resource in op.writes:
+            writer = writers.get(resource)
+            if writer is not None and writer is not op:
+                deps.append((writer, True, resource))
+            for part in parts.pop(resource, ()):
+                deps.append((part, True, resource))
+            for reader in readers.pop(resource, ()):
+                if reader is not op:
+                    deps.append((reader, False, resource))
+            writers[resource] = op
         unit = op.unit
         unit.queue.append(op)
         if unit._work is not None:
