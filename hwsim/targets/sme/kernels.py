@@ -76,11 +76,13 @@ def _fma_row(row, a, b, ok, out, scratch, mbits, mode):
         up = (rne & (np.uint64(rest > half) | (np.uint64(rest == half) & keep))) | (
             directed & np.uint64(rest != 0) & np.uint64(sign == want))
         keep = keep + (up & one)
-        e = e + np.int64(keep >> np.uint64(mbits))
+        rounded_e = e + np.int64(keep >> np.uint64(mbits))
         x = np.uint64(row[j])
         xe = x >> np.uint64(mbits) & np.uint64(0xFF)
+        # e >= 1 before rounding: the exact value is normal, so no flush applies in any mode
         fine = np.uint64(xe != 255) & (np.uint64(xe != 0) | np.uint64(x << np.uint64(1) == 0)) \
-            & np.uint64(e >= 1) & np.uint64(e <= 254)
+            & np.uint64(e >= 1) & np.uint64(rounded_e <= 254)
+        e = rounded_e
         ok[j] = ok[j] & (fine == 1)
         out[j] = (sign << np.uint64(8 + mbits)) | (np.uint64(e & 0xFF) << np.uint64(mbits)) | (
             keep & np.uint64((1 << mbits) - 1))
