@@ -3,7 +3,7 @@
 import pytest
 
 from hwsim.errors import TraceSyntaxError
-from hwsim.traces.reader import parse_trace, strip_comment
+from hwsim.traces.reader import parse_trace, read_trace, strip_comment
 
 
 def test_comments_keep_a64_immediates():
@@ -35,3 +35,10 @@ def test_errors_carry_file_line_column():
 def test_machine_directives_pass_through():
     t = parse_trace(".inst 0x80800000\n", "t")
     assert t.lines[0][0] == ".inst 0x80800000"
+
+
+def test_one_line_program_ending_like_a_file_name_is_a_program():
+    trace = read_trace("ptrue p0.s")
+    assert [text for text, _ in trace.lines] == ["ptrue p0.s"]
+    with pytest.raises(TraceSyntaxError, match="no such trace file"):
+        read_trace("missing.s")

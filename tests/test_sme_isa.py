@@ -191,7 +191,8 @@ def test_random_fields_round_trip(form, data):
     ("add x0, x1, #4096", r"t.s:3:17: add: expected imm12 in 0..4095, found '#4096'"),
     ("mov x1, x2", r"mov: expected"),
     ("zero {za4.s}", r"zero: expected a list of ZA tiles"),
-    (".inst 0x12345678", r"\.inst: expected a supported encoding"),
+    (".inst 0x12345678", r"t.s:3:11: \.inst: expected a supported SME/SVE/A64 encoding, "
+                         r"found .0x12345678."),
     ("smstart zz", r"t.s:3:13: smstart: expected .*'sm'.*, found 'zz'"),
 ])
 def test_errors_name_line_column_expected_found(line, message):

@@ -288,7 +288,8 @@ class Template:
                 parsed = value if isinstance(value, dict) else {slot.names[0]: value}
             for name, value in parsed.items():
                 if values.setdefault(name, value) != value:
-                    raise _NoMatch(span[0], f"{values[name]} (as before)", found, True)
+                    where = span[0] if found is not None else len(text.rstrip())
+                    raise _NoMatch(where, f"{values[name]} (as before)", found, True)
                 if found is not None:
                     spans.setdefault(name, span)
         return values, spans

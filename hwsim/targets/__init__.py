@@ -12,6 +12,7 @@ from hwsim.errors import ConfigError
 
 MACHINES = {
     # name: "module:Class"
+    "sme": "hwsim.targets.sme.machine:SmeMachine",
 }
 
 

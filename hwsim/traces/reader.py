@@ -94,7 +94,8 @@ def read_trace(trace: str | Path) -> Trace:
             raise TraceSyntaxError(Location(str(path)), f"cannot read trace: {exc}") from None
         return parse_trace(text, str(path), path.parent)
     if "\n" not in trace and trace.strip() and not trace.lstrip().startswith((".", "#", "/")):
-        if trace.endswith((".trace", ".s", ".txt", ".prog")):
+        # a path-like word is a missing file; "ptrue p0.s" is a one-line program
+        if trace.endswith((".trace", ".s", ".txt", ".prog")) and len(trace.split()) == 1:
             raise TraceSyntaxError(Location(trace), "no such trace file")
     return parse_trace(trace, "<trace>", Path.cwd())
 

@@ -37,11 +37,19 @@ def _to_f64_bits(x, mbits):
 
 
 @jit
+def _usable(x, mbits):
+    """A multiplicand the shortcut takes: normal or zero (a zero product leaves the addend)."""
+    x = np.uint64(x)
+    e = (x >> np.uint64(mbits)) & np.uint64(0xFF)
+    return e != 255 and (e != 0 or x << np.uint64(64 - 8 - mbits) == 0)
+
+
+@jit
 def _fma_row(row, a, b, ok, out, scratch, mbits, mode):
     """The float64 shortcut for one tile row: out[j] = row[j] + a * b[j] rounded once, and ok[j]
     False where it cannot decide (the exact path then does).
 
-    For normal BF16/FP32 factors the product is exact in float64; TwoSum gives the rounded sum and
+    For normal (or zero) BF16/FP32 factors the product is exact in float64; TwoSum gives the rounded sum and
     its error, and moving an even sum one ulp towards the error rounds the exact value to odd at
     53 bits, from which one rounding to 8 or 24 bits is correct (53 >= 24 + 2). Written as plain
     loops without branches so that they vectorise.
@@ -100,8 +108,7 @@ def mopa_fma(tile, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl):
     ok = np.empty(dim, dtype=np.bool_)
     out = np.empty(dim, dtype=np.uint64)
     for j in range(dim):
-        e = (np.uint64(zm[j]) >> np.uint64(mbits)) & np.uint64(0xFF)
-        normal[j] = e != 0 and e != 255
+        normal[j] = _usable(zm[j], mbits)
         bu[j] = _to_f64_bits(zm[j], mbits)
     b = bu.view(np.float64)
     one = scratch[4, :1]
@@ -109,8 +116,7 @@ def mopa_fma(tile, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl):
         if not pn[i * esize]:
             continue
         a = np.uint64(zn[i]) ^ flip
-        e = (a >> np.uint64(mbits)) & np.uint64(0xFF)
-        row_normal = e != 0 and e != 255
+        row_normal = _usable(a, mbits)
         for j in range(dim):
             ok[j] = row_normal and normal[j]
         one[0] = _to_f64_bits(a, mbits)

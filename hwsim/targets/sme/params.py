@@ -1,0 +1,72 @@
+"""Parameters of the SME machine, each with its source. Defaults: Apple M4 P-cluster SME unit.
+
+Figures marked FACTS.md come from ``../shared/FACTS.md`` (tzakharko/m4-sme-exploration,
+"Hello SME!" arXiv:2409.18779). Rates are MACs per cycle per datapath, so an instruction's issue
+time follows from its size at any SVL (at SVL 512: FMOPA .S is 256 MACs, widening 16-bit 512,
+int8 4-way 1024, a non-widening .H tile 1024).
+"""
+
+from hwsim.timing.params import Param, ParamTable
+
+_M4 = "FACTS.md (M4, tzakharko/m4-sme-exploration)"
+
+PARAMS = ParamTable([
+    # -- architecture ----------------------------------------------------------------------
+    Param("svl", 512, "bits", f"{_M4}: streaming vector length 512 bits", kind="arch",
+          choices=(128, 256, 512, 1024, 2048), doc="streaming vector length SVL"),
+    Param("mem_size", 16 << 20, "bytes", "assumption: a flat memory large enough for the "
+          "examples; caches are not modelled (see the port parameters)", kind="arch",
+          minimum=4096),
+    Param("feat_afp", True, "bool", "assumption: FEAT_AFP (FPCR.AH, FIZ) as on Apple M2 and "
+          "later cores; false makes those bits RES0", kind="arch"),
+    Param("feat_ebf16", False, "bool", "assumption: FEAT_EBF16 not assumed, so FPCR.EBF is RES0 "
+          "and widening BFMOPA rounds to odd (Arm ARM A1.5.11, C5.2)", kind="arch"),
+    Param("feat_sme_b16b16", True, "bool", f"{_M4}: M4 lacks it (non-widening BFMOPA faults); "
+          "on by default so that the non-widening BFMOPA runs", kind="arch"),
+    Param("bf16_sop_dn", "pseudocode", "reading", "Arm ARM A1.5.11 text ('as if FPCR.AH is 0') "
+          "vs pseudocode J1.3.3.155/.163 (FPDefaultNaN with FPCR.AH); QEMU follows the "
+          "pseudocode", kind="arch", choices=("pseudocode", "text"),
+          doc="sign of the default NaN of widening BFMOPA with FPCR.EBF=0 and FPCR.AH=1"),
+    # -- timing: clock and outer products ---------------------------------------------------
+    Param("clock_hz", 3.9e9, "Hz", f"{_M4}: FMOPA .S 2000 GFLOPS at 1 per cycle -> ~3.9 GHz"),
+    Param("fp32_macs_per_cycle", 256, "MAC/cycle", f"{_M4}: FMOPA fp32 1 per cycle (16x16)"),
+    Param("fp32_latency_cycles", 4, "cycles", f"{_M4}: FMOPA fp32 latency 4"),
+    Param("wide16_macs_per_cycle", 256, "MAC/cycle", f"{_M4}: BFMOPA/FMOPA 16->32 bit 1 per 2 "
+          "cycles (two fp32 passes)"),
+    Param("wide16_latency_cycles", 8, "cycles", f"{_M4}: BFMOPA/FMOPA widening latency 8"),
+    Param("int8_macs_per_cycle", 512, "MAC/cycle", f"{_M4}: SMOPA int8 4-way 1 per 2 cycles "
+          "(4000 GOPS)"),
+    Param("int8_latency_cycles", 4, "cycles", f"{_M4}: SMOPA latency 4"),
+    Param("b16b16_macs_per_cycle", 256, "MAC/cycle", "assumption: non-widening 16-bit outer "
+          "products do not exist on M4; assumed to use the 16-bit multipliers of the widening "
+          "path at its rate (a 32x32 .H tile in 4 cycles)"),
+    Param("b16b16_latency_cycles", 8, "cycles", "assumption: as the widening 16-bit path"),
+    Param("mopa_switch_cycles", 1, "cycles", f"{_M4}: +1 cycle per switch between fp32 and "
+          "fp64 outer products; assumed for any change of datapath"),
+    Param("za_move_cycles", 1, "cycles", "assumption: MOVA and ZERO occupy the matrix unit one "
+          "cycle (no M4 figure)"),
+    Param("za_move_latency_cycles", 4, "cycles", "assumption: as an fp32 outer product"),
+    # -- timing: memory -------------------------------------------------------------------------
+    Param("load_ports", 2, "ports", f"{_M4}: 420-470 GB/s of loads via Z registers, i.e. about "
+          "two 64-byte vectors per cycle at 3.9 GHz (2 x 64 B model 499 GB/s)", minimum=1),
+    Param("load_port_bytes_per_cycle", 64, "B/cycle", f"{_M4}: see load_ports"),
+    Param("store_port_bytes_per_cycle", 64, "B/cycle", f"{_M4}: about 210 GB/s of stores; one "
+          "64-byte vector per cycle models 250 GB/s (ports move whole cycles)"),
+    Param("load_latency_cycles", 20, "cycles", "assumption: an L2 hit (SME loads bypass the "
+          "core's L1); no M4 figure"),
+    Param("store_latency_cycles", 20, "cycles", "assumption: as loads"),
+    Param("za_array_transfer_cycles", 2, "cycles", f"{_M4}: LDR/STR ZA is slower than going "
+          "through Z registers (no figure): assumed to hold the memory pipe 2 cycles"),
+    Param("mem_in_flight", 16, "ops", "assumption: outstanding loads and stores of the "
+          "decoupled load/store unit"),
+    # -- timing: control -------------------------------------------------------------------------
+    Param("scalar_issue_width", 4, "ops/cycle", "assumption: address arithmetic on the core's "
+          "integer ALUs, several per cycle"),
+    Param("scalar_latency_cycles", 1, "cycles", "assumption: one-cycle integer ALU"),
+    Param("predicate_latency_cycles", 2, "cycles", "assumption: PTRUE/WHILELT in the SME "
+          "unit's predicate pipe"),
+    Param("smstart_cycles", 20, "cycles", "assumption: SMSTART/SMSTOP drain and reset register "
+          "state; no M4 figure"),
+    Param("queue_depth", 16, "ops", "assumption: instructions each unit buffers ahead of the "
+          "in-order front end"),
+])
