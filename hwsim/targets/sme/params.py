@@ -54,7 +54,8 @@ PARAMS = ParamTable([
           "64-byte vector per cycle models 250 GB/s (ports move whole cycles)"),
     Param("load_latency_cycles", 20, "cycles", "assumption: an L2 hit (SME loads bypass the "
           "core's L1); no M4 figure"),
-    Param("store_latency_cycles", 20, "cycles", "assumption: as loads"),
+    Param("store_latency_cycles", 20, "cycles", "assumption: an L2 write, taken equal to the "
+          "load latency; no M4 figure"),
     Param("za_array_transfer_cycles", 2, "cycles", f"{_M4}: LDR/STR ZA is slower than going "
           "through Z registers (no figure): assumed to hold the memory pipe 2 cycles"),
     Param("mem_in_flight", 16, "ops", "assumption: outstanding loads and stores of the "
@@ -62,7 +63,8 @@ PARAMS = ParamTable([
     # -- timing: control -------------------------------------------------------------------------
     Param("scalar_issue_width", 4, "ops/cycle", "assumption: address arithmetic on the core's "
           "integer ALUs, several per cycle"),
-    Param("scalar_latency_cycles", 1, "cycles", "assumption: one-cycle integer ALU"),
+    Param("scalar_latency_cycles", 1, "cycles", "assumption: a one-cycle integer ALU, as on any "
+          "recent core"),
     Param("predicate_latency_cycles", 2, "cycles", "assumption: PTRUE/WHILELT in the SME "
           "unit's predicate pipe"),
     Param("smstart_cycles", 20, "cycles", "assumption: SMSTART/SMSTOP drain and reset register "

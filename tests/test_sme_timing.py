@@ -1,0 +1,132 @@
+"""SME timing: per-tile dependencies, ZA aliasing, slice writes, ports, costs, parameters."""
+
+import re
+
+import pytest
+
+import hwsim
+from hwsim.targets.sme.params import PARAMS
+
+SETUP = "smstart\nptrue p0.b\nptrue p1.h\nptrue p2.s\n"
+
+
+def starts(result, unit="mx"):
+    """Start cycles of the ops on ``unit``, in program order."""
+    log = next(u for u in result.units if u.name == unit).log
+    return [start for start, _cycles, _label, _args in log]
+
+
+def interval(result, chains=1, unit="mx"):
+    """Steady-state cycles per op over ``chains`` interleaved dependency chains."""
+    s = starts(result, unit)
+    return (s[-1] - s[chains - 1]) / (len(s) - chains)
+
+
+def test_a_chain_on_za0_does_not_stall_za1():
+    m = hwsim.machine("sme")
+    one = m.run(SETUP + "fmopa za0.s, p2/m, p2/m, z0.s, z1.s\n" * 40)
+    two = m.run(SETUP + "fmopa za0.s, p2/m, p2/m, z0.s, z1.s\n"
+                        "fmopa za1.s, p2/m, p2/m, z0.s, z1.s\n" * 20)
+    assert interval(one) == 4.0 and interval(two, 2) == 2.0
+
+
+@pytest.mark.parametrize("other,waits", [("za0.s", True), ("za2.s", True), ("za1.s", False),
+                                         ("za3.s", False)])
+def test_h_tile_waits_for_the_s_tiles_it_overlaps(other, waits):
+    m = hwsim.machine("sme")
+    r = m.run(SETUP + f"fmopa {other}, p2/m, p2/m, z0.s, z1.s\n"
+                      "bfmopa za0.h, p1/m, p1/m, z0.h, z1.h\n")
+    first, second = starts(r)
+    # fp32 latency is 4; otherwise the next cycle plus one for the datapath switch
+    assert second - first == (4 if waits else 1)
+
+
+def test_slice_loads_overlap_and_the_outer_product_waits_for_all():
+    m = hwsim.machine("sme")
+    loads = "".join(f"ld1w {{za0h.s[w12, {i % 4}]}}, p2/z, [x0, x1, lsl #2]\n" for i in range(16))
+    r = m.run(SETUP + "mov x0, #0x1000\nmov x1, #0\nmov w12, #0\n" + loads
+              + "fmopa za0.s, p2/m, p2/m, z0.s, z1.s\n")
+    load_starts = starts(r, "ls")
+    assert load_starts[-1] - load_starts[0] <= 8           # two load ports: ~2 per cycle
+    t = m.timing
+    assert starts(r)[0] >= load_starts[-1] + 1 + t.load_latency_cycles
+
+
+def test_load_bandwidth_is_two_vectors_per_cycle_and_stores_one():
+    m = hwsim.machine("sme")
+    loads = "".join(f"ld1w {{z{i % 32}.s}}, p2/z, [x0, #{i % 8}, mul vl]\n" for i in range(64))
+    stores = "".join(f"st1w {{z{i % 32}.s}}, p2, [x0, #{i % 8}, mul vl]\n" for i in range(64))
+    r_load = m.run(SETUP + "mov x0, #0x1000\n" + loads)
+    r_store = m.run(SETUP + "mov x0, #0x1000\n" + stores)
+    load_bytes = sum(p["bytes"] for n, p in r_load.stats["ports"].items() if n.startswith("load"))
+    assert load_bytes == 64 * 64 and r_store.stats["ports"]["store"]["bytes"] == 64 * 64
+    assert r_load.stats["ports"]["load0"]["busy"] == r_load.stats["ports"]["load1"]["busy"] == 32
+    assert r_store.stats["ports"]["store"]["busy"] == 64
+
+
+def test_datapath_switch_costs_a_cycle():
+    m = hwsim.machine("sme")
+    same = m.run(SETUP + "".join(f"fmopa za{t}.s, p2/m, p2/m, z0.s, z1.s\n" for t in range(4))
+                 * 10)
+    mixed = m.run(SETUP + "fmopa za0.s, p2/m, p2/m, z0.s, z1.s\nsmopa za1.s, p0/m, p0/m, "
+                          "z0.b, z1.b\n" * 10)
+    assert interval(same, 4) == 1.0
+    # per pair: fp32 1 cycle, int8 2 cycles, and a switch cycle before each
+    assert interval(mixed, 2) == (1 + 1 + 2 + 1) / 2
+
+
+def test_smstart_cost_and_parameter_overrides():
+    m = hwsim.machine("sme")
+    assert m.run("smstart\n").cycles == m.params.smstart_cycles
+    slow = m.run(".param fp32_latency_cycles 6\n" + SETUP
+                 + "fmopa za0.s, p2/m, p2/m, z0.s, z1.s\n" * 20)
+    assert interval(slow) == 6.0
+
+
+def test_macs_and_utilisation():
+    m = hwsim.machine("sme")
+    r = m.run(SETUP + "smopa za0.s, p0/m, p0/m, z0.b, z1.b\nsmopa za1.s, p0/m, p0/m, "
+                      "z0.b, z1.b\n" * 50)
+    assert r.stats["macs"] == 100 * 16 * 16 * 4
+    assert interval(r, 2) == 2.0  # 1024 MACs per 2 cycles: twice the fp32 MAC rate
+
+
+COVERAGE = [SETUP + """
+        mov x0, #0x1000
+        mov x1, #0
+        mov w12, #0
+        mov x5, #8
+        whilelt p4.s, xzr, x5
+        ld1w {z0.s}, p2/z, [x0]
+        ld1w {z1.s}, p2/z, [x0, x1, lsl #2]
+        fmopa za0.s, p2/m, p2/m, z0.s, z1.s
+        fmopa za1.s, p1/m, p1/m, z0.h, z1.h
+        bfmopa za2.s, p1/m, p1/m, z0.h, z1.h
+        bfmopa za1.h, p1/m, p1/m, z0.h, z1.h
+        smopa za3.s, p0/m, p0/m, z0.b, z1.b
+        ld1w {za0h.s[w12, 0]}, p2/z, [x0, x1, lsl #2]
+        st1w {za0v.s[w12, 1]}, p2, [x0, x1, lsl #2]
+        ldr za[w12, 0], [x0]
+        str za[w12, 1], [x0, #1, mul vl]
+        mov z2.s, p2/m, za0h.s[w12, 0]
+        mov za1v.s[w12, 0], p2/m, z2.s
+        zero {za0.d}
+        st1w {z2.s}, p4, [x0]
+        msr fpcr, x1
+        mrs x2, fpcr
+        sub x0, x0, #16
+        movk x0, #1, lsl #16
+        smstop
+"""]
+
+
+def test_every_parameter_is_read_and_every_row_has_a_source():
+    m = hwsim.machine("sme")
+    for trace in COVERAGE:
+        m.run(trace)
+    assert m.params.unread() == []
+    for row in PARAMS:
+        source = row.source.lower()
+        assert re.search(r"facts\.md|arm arm|assumption: \w+", source), row.name
+        if "assumption" in source:
+            assert len(source.split("assumption:", 1)[1].split()) >= 4, row.name  # says why
