@@ -180,4 +180,4 @@ def test_started_readers_are_pruned():
     e = Engine(1e9)
     u = e.unit("u", queue_depth=4)
     e.run([op(u, 1, reads=("p0",)) for _ in range(1000)])
-    assert len(e._readers["p0"]) < 100
+    assert len(e._tracks["p0"].readers) < 100

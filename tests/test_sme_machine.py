@@ -240,7 +240,7 @@ def test_bfmopa_through_the_machine_matches_the_kernel(m):
     want = before.copy()
     pn = np.zeros(64, bool)
     pn[:34:2] = True
-    kernels.mopa_fma_twin(want, bits[0], bits[1], pn, np.ones(64, bool), 2, True, 8, 7,
+    kernels.mopa_fma_twin(want, 0, 1, bits[0], bits[1], pn, np.ones(64, bool), 2, True, 8, 7,
                           numerics.controls(0, True, "pseudocode"))
     assert np.array_equal(m.state.read_tile(2, 1), want)
     assert np.array_equal(want[17:], before[17:])   # inactive rows unmodified

@@ -294,8 +294,8 @@ def test_mopa_fma_kernel_matches_oracle_and_twin(fmt, esize, dtype, neg):
         zn, zm = (_clustered(rng, dim, fmt, 122, 132, dtype) for _ in range(2))
         pn, pm = rng.integers(0, 2, (2, nbytes)).astype(bool)
         got, twin = tile.copy(), tile.copy()
-        kernels.mopa_fma(got, zn, zm, pn, pm, esize, neg, *fmt, f.ctl())
-        kernels.mopa_fma_twin(twin, zn, zm, pn, pm, esize, neg, *fmt, f.ctl())
+        kernels.mopa_fma(got, 0, 1, zn, zm, pn, pm, esize, neg, *fmt, f.ctl())
+        kernels.mopa_fma_twin(twin, 0, 1, zn, zm, pn, pm, esize, neg, *fmt, f.ctl())
         for i in range(dim):
             for j in range(dim):
                 a = int(zn[i]) ^ (neg << sum(fmt))
@@ -314,7 +314,7 @@ def test_mopa_fma_shortcut_agrees_with_the_exact_path_on_large_tiles():
             zn, zm = (_clustered(rng, dim, fmt, 110, 130, dtype) for _ in range(2))
             ones = np.ones(256, bool)
             got = tile.copy()
-            kernels.mopa_fma(got, zn, zm, ones, ones, esize, False, *fmt, f.ctl())
+            kernels.mopa_fma(got, 0, 1, zn, zm, ones, ones, esize, False, *fmt, f.ctl())
             ctl = f.ctl()
             want = np.array([[numerics.fma(tile[i, j], zn[i], zm[j], *fmt, ctl)
                               for j in range(dim)] for i in range(dim)], dtype=dtype)
@@ -332,8 +332,8 @@ def test_mopa_dot2_kernel_pairs_and_inactive_halves(mode, fmt):
         zn, zm = (_clustered(rng, 2 * dim, fmt, lo, hi, np.uint16) for _ in range(2))
         pn, pm = rng.integers(0, 2, (2, nbytes)).astype(bool)
         got, twin = tile.copy(), tile.copy()
-        kernels.mopa_dot2(got, zn, zm, pn, pm, neg, mode, f.ctl())
-        kernels.mopa_dot2_twin(twin, zn, zm, pn, pm, neg, mode, f.ctl())
+        kernels.mopa_dot2(got, 0, 1, zn, zm, pn, pm, neg, mode, f.ctl())
+        kernels.mopa_dot2_twin(twin, 0, 1, zn, zm, pn, pm, neg, mode, f.ctl())
         assert np.array_equal(got, twin)
         for i in range(dim):
             for j in range(dim):
@@ -358,7 +358,7 @@ def test_widening_inactive_column_half_reads_zero_so_infinity_times_it_is_nan():
     pn = np.ones(16, bool)
     pm = np.zeros(16, bool)
     pm[0] = True   # column 0: first half active, second half inactive
-    kernels.mopa_dot2(tile, zn, zm, pn, pm, False, 2, Fpcr().ctl())
+    kernels.mopa_dot2(tile, 0, 1, zn, zm, pn, pm, False, 2, Fpcr().ctl())
     assert tile[0, 0] == 0x7FC00000 and tile[0, 1] == 0 and tile[1, 0] == 0x3F800000
 
 
@@ -374,8 +374,8 @@ def test_int8_outer_product_exact_with_wraparound(unsigned, neg):
     pn, pm = rng.integers(0, 2, (2, nbytes)).astype(bool)
     pn[:4] = pm[:4] = True
     got, twin = tile.copy(), tile.copy()
-    kernels.mopa_int8(got, zn, zm, pn, pm, neg, *unsigned)
-    kernels.mopa_int8_twin(twin, zn, zm, pn, pm, neg, *unsigned)
+    kernels.mopa_int8(got, 0, 1, zn, zm, pn, pm, neg, *unsigned)
+    kernels.mopa_int8_twin(twin, 0, 1, zn, zm, pn, pm, neg, *unsigned)
     signed = [lambda v: v - 256 if v > 127 else v, lambda v: v][0]
     for i in range(dim):
         for j in range(dim):
@@ -387,3 +387,21 @@ def test_int8_outer_product_exact_with_wraparound(unsigned, neg):
                     total += x * y
             assert got[i, j] == (int(tile[i, j]) + (-total if neg else total)) % (1 << 32)
     assert np.array_equal(got, twin)
+
+
+@pytest.mark.parametrize("rmode", range(4))
+def test_mopa_fma_zero_results_take_arm_signs(rmode):
+    f = Fpcr(rmode=rmode)
+    for fmt, esize, dtype in ((BF16, 2, np.uint16), (FP32, 4, np.uint32)):
+        one = 0x3F80 if fmt == BF16 else 0x3F800000
+        sign = 1 << sum(fmt)
+        values = [0, sign, one, one | sign]
+        dim = 16 // esize
+        for c in values:
+            for a in values:
+                for b in values:
+                    tile = np.full((dim, dim), c, dtype)
+                    ones = np.ones(16, bool)
+                    kernels.mopa_fma(tile, 0, 1, np.full(dim, a, dtype), np.full(dim, b, dtype), ones,
+                                     ones, esize, False, *fmt, f.ctl())
+                    assert np.all(tile == o_fma(c, a, b, fmt, f)), (c, a, b)

@@ -116,7 +116,8 @@ class Unit:
             self.stalls[reason] = self.stalls.get(reason, 0) + cycles
 
     def _serve(self):
-        env, record = self.engine.env, self.engine.record
+        env, record, in_flight = self.engine.env, self.engine.record, self.in_flight
+        reasons: dict = {}   # stall reason strings, made once per resource
         while True:
             if not self.queue:
                 self._work = env.event()
@@ -132,12 +133,22 @@ class Unit:
                         dep._started = env.event()
                     yield dep._started
                 until = dep.ready_at if raw else dep.started_at
-                if until > env.now:
-                    self._stall(f"wait {resource}", until - env.now)
-                    yield env.timeout(until - env.now)
+                now = env.now
+                if until > now:
+                    reason = reasons.get(resource)
+                    if reason is None:
+                        reason = reasons[resource] = f"wait {resource}"
+                    self._stall(reason, until - now)
+                    yield env.timeout(until - now)
             op.deps = ()  # done with them: let finished ops be freed
-            if self.in_flight:
-                yield from self._wait_for_slot()
+            if in_flight:
+                pending = self._pending
+                while pending and pending[0] <= env.now:
+                    heapq.heappop(pending)
+                if len(pending) >= in_flight:
+                    self._stall("transfers in flight", pending[0] - env.now)
+                    yield env.timeout(pending[0] - env.now)
+                    heapq.heappop(pending)
             start = env.now
             op.started_at = start
             work = op.execute()
@@ -145,13 +156,14 @@ class Unit:
             arrival = end
             for port, nbytes in work.transfers:
                 slot_end, data_at = port.reserve(start, nbytes)
-                if slot_end > end and not self.in_flight:
+                if slot_end > end and not in_flight:
                     self._stall(f"port {port.name}", slot_end - end)
                     end = slot_end
-                arrival = max(arrival, data_at)
-            ready = max(end, arrival) + work.latency
+                if data_at > arrival:
+                    arrival = data_at
+            ready = (end if end > arrival else arrival) + work.latency
             op.ready_at = ready
-            if self.in_flight:
+            if in_flight:
                 heapq.heappush(self._pending, ready)
             if op._started is not None:
                 op._started.succeed()
@@ -169,14 +181,16 @@ class Unit:
                 yield env.timeout(end - start)
 
 
-    def _wait_for_slot(self):
-        env, pending = self.engine.env, self._pending
-        while pending and pending[0] <= env.now:
-            heapq.heappop(pending)
-        if len(pending) >= self.in_flight:
-            self._stall("transfers in flight", pending[0] - env.now)
-            yield env.timeout(pending[0] - env.now)
-            heapq.heappop(pending)
+class _Track:
+    """The scoreboard entry of one resource: its last writer, the readers and partial writers
+    since."""
+
+    __slots__ = ("writer", "readers", "parts")
+
+    def __init__(self):
+        self.writer: Op | None = None
+        self.readers: list[Op] = []
+        self.parts: list[Op] = []
 
 
 class Engine:
@@ -188,9 +202,7 @@ class Engine:
         self.record = record
         self.units: dict[str, Unit] = {}
         self.ports: dict[str, Port] = {}
-        self._writer: dict = {}
-        self._readers: dict = {}
-        self._parts: dict = {}
+        self._tracks: dict = {}   # resource -> _Track
         self.issued = 0
         self.progress: Callable[[int, int], None] | None = None
 
@@ -215,40 +227,52 @@ class Engine:
         self.env.schedule(event, URGENT, cycle - self.env.now)
 
     def dispatch(self, op: Op) -> Op:
-        """Record ``op``'s dependencies (program order) and queue it on its unit."""
-        deps = op.deps
-        writers, readers, parts = self._writer, self._readers, self._parts
+        """Record ``op``'s dependencies (program order) and queue it on its unit. Dependencies
+        already met (a writer whose results are ready, a reader that started) are left out: time
+        only moves forward."""
+        deps, tracks, now = op.deps, self._tracks, self.env.now
         for resource in op.reads:
-            writer = writers.get(resource)
-            if writer is not None:
+            track = tracks.get(resource)
+            if track is None:
+                track = tracks[resource] = _Track()
+            writer = track.writer
+            if writer is not None and (writer.ready_at is None or writer.ready_at > now):
                 deps.append((writer, True, resource))
-            for part in parts.get(resource, ()):
+            for part in track.parts:
                 deps.append((part, True, resource))
-            waiting = readers.get(resource)
-            if waiting is None:
-                readers[resource] = [op]
-            else:
-                if len(waiting) >= 64:  # readers that started no longer hold a writer back
-                    waiting[:] = [r for r in waiting if r.started_at is None]
-                waiting.append(op)
+            readers = track.readers
+            if len(readers) >= 64:  # readers that started no longer hold a writer back
+                readers[:] = [r for r in readers if r.started_at is None]
+            readers.append(op)
         for resource in op.parts:
-            writer = writers.get(resource)
-            if writer is not None:
+            track = tracks.get(resource)
+            if track is None:
+                track = tracks[resource] = _Track()
+            writer = track.writer
+            if writer is not None and (writer.ready_at is None or writer.ready_at > now):
                 deps.append((writer, True, resource))
-            for reader in readers.get(resource, ()):
-                if reader is not op:
+            for reader in track.readers:
+                if reader is not op and reader.started_at is None:
                     deps.append((reader, False, resource))
-            parts.setdefault(resource, []).append(op)
+            track.parts.append(op)
         for resource in op.writes:
-            writer = writers.get(resource)
-            if writer is not None and writer is not op:
+            track = tracks.get(resource)
+            if track is None:
+                track = tracks[resource] = _Track()
+            writer = track.writer
+            if writer is not None and writer is not op and (
+                    writer.ready_at is None or writer.ready_at > now):
                 deps.append((writer, True, resource))
-            for part in parts.pop(resource, ()):
-                deps.append((part, True, resource))
-            for reader in readers.pop(resource, ()):
-                if reader is not op:
-                    deps.append((reader, False, resource))
-            writers[resource] = op
+            if track.parts:
+                for part in track.parts:
+                    deps.append((part, True, resource))
+                track.parts = []
+            if track.readers:
+                for reader in track.readers:
+                    if reader is not op and reader.started_at is None:
+                        deps.append((reader, False, resource))
+                track.readers = []
+            track.writer = op
         unit = op.unit
         unit.queue.append(op)
         if unit._work is not None:

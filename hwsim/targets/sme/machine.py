@@ -16,6 +16,7 @@ multi-vector SME2 instructions.
 from __future__ import annotations
 
 from functools import partial
+from operator import attrgetter
 from types import SimpleNamespace
 from typing import Iterator
 
@@ -29,6 +30,7 @@ from hwsim.targets.sme.state import FPCR, SmeState
 from hwsim.timing.engine import Engine, Op, Work
 
 DATAPATHS = ("fp32", "wide16", "int8", "b16b16")
+_FREE_AT = attrgetter("free_at")   # a load goes to the load port that frees first
 
 
 class SmeMachine(Machine):
@@ -80,8 +82,10 @@ class SmeMachine(Machine):
             if recipe is None:
                 recipe = recipes[ins.word] = SEMANTICS[ins.op](self, ins)
                 recipe.label = ins.text
-            yield Op(units[recipe.unit], partial(recipe.run, ins), recipe.label, recipe.reads,
-                     recipe.writes, parts=recipe.parts)
+            # memory ops report faults with the instruction's own location; the others need none
+            run = partial(recipe.run, ins) if recipe.unit == "ls" else recipe.run
+            yield Op(units[recipe.unit], run, recipe.label, recipe.reads, recipe.writes, None,
+                     recipe.parts)
 
     @staticmethod
     def _instruction(item) -> sme.Instruction:
@@ -135,10 +139,7 @@ class SmeMachine(Machine):
         return bool(self.params.feat_ebf16 and FPCR.decode(self.state.fpcr, check=False)["EBF"])
 
     def memory_work(self, nbytes: int, load: bool, cycles: int = 0) -> Work:
-        if load:
-            port = min(self.load_ports, key=lambda p: p.free_at)
-        else:
-            port = self.store_port
+        port = min(self.load_ports, key=_FREE_AT) if load else self.store_port
         return Work(cycles, transfers=((port, nbytes),))
 
     def za_work(self) -> Work:

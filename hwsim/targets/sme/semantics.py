@@ -1,14 +1,15 @@
 """What each SME instruction does and what it occupies: one builder per ``Form.op``.
 
 A builder turns a decoded instruction into a ``Recipe``: the unit that executes it, the resources
-it reads, writes or partly writes (for the engine's dependency tracking), and ``run(ins)``, which
-performs the instruction on the state and returns its ``Work``.
+it reads, writes or partly writes (for the engine's dependency tracking), and ``run``, which
+performs the instruction on the state and returns its ``Work``. Memory instructions (unit ``ls``)
+take the instruction, to name its location in a fault; the others take nothing.
 
 Every hazard on SME state is interlocked (the scoreboard below makes a consumer wait for its
 producer's results), so an instruction performs its whole effect when it starts: no consumer can
 start before its ready time, and stores write memory when they start, so a later load sees them as
 program order requires. Resources: ``z0``-``z31``, ``p0``-``p15``, ``x0``-``x30``, ``sp``,
-``fpcr``, and ZA as four row groups ``za0.s``-``za3.s`` (ZA rows equal to k modulo 4): a .S tile
+``fpcr`` (MRS and MSR; MSR also writes all of ZA, see ``mopa``), and ZA as four row groups ``za0.s``-``za3.s`` (ZA rows equal to k modulo 4): a .S tile
 is one group, a .H tile two (ZA0.H = ZA0.S + ZA2.S), .B all four, and a .D tile the group holding
 it, so a chain on ZA0.S never waits for ZA1.S, while ZA0.H waits for both halves it overlaps. A
 slice write (LD1 to a tile, MOVA into a tile, LDR ZA) is a partial write of its groups: slice
@@ -33,7 +34,7 @@ from hwsim.timing.engine import Work
 @dataclass
 class Recipe:
     unit: str
-    run: Callable[[Instruction], Work]
+    run: Callable[..., Work]
     reads: tuple = ()
     writes: tuple = ()
     parts: tuple = ()
@@ -72,29 +73,35 @@ def mopa(m, ins: Instruction) -> Recipe:
     f, a = ins.fields, ins.form.attrs
     tsize, ssize, depth, path = MOPA[a["dtype"]]
     st = m.state
-    tile = st.tile(tsize, f["zada"])
+    za, t = st.za_typed[tsize], f["zada"]
     zn, zm = st.zv[ssize][f["zn"]], st.zv[ssize][f["zm"]]
     pn, pm = st.p[f["pn"]], st.p[f["pm"]]
-    macs = tile.shape[0] ** 2 * depth
+    macs = za.shape[1] ** 2 * depth
     rate, latency = m.timing_of(path)
     issue = math.ceil(macs / rate)
-    neg, dtype = a["neg"], a["dtype"]
-
-    def run(ins):
-        if dtype == "int8":
-            kernels.mopa_int8(tile, zn, zm, pn, pm, neg, *a["unsigned"])
-        elif dtype in ("fp32", "bf16"):
-            mbits = 23 if dtype == "fp32" else 7
-            kernels.mopa_fma(tile, zn, zm, pn, pm, ssize, neg, 8, mbits, m.controls())
-        else:
-            mode = 0 if dtype == "fp16_wide" else (1 if m.ebf() else 2)
-            kernels.mopa_dot2(tile, zn, zm, pn, pm, neg, mode, m.controls())
-        return switched if m.switch(path) else steady
     steady = Work(issue, max(0, latency - issue), macs=macs)
     extra = issue + m.cost.mopa_switch_cycles
     switched = Work(extra, max(0, latency - extra), macs=macs)
-    fpcr = () if dtype == "int8" else ("fpcr",)
-    reads = (f"z{f['zn']}", f"z{f['zm']}", f"p{f['pn']}", f"p{f['pm']}") + fpcr
+    neg, dtype = a["neg"], a["dtype"]
+    if dtype == "int8":
+        def compute():
+            kernels.mopa_int8(za, t, tsize, zn, zm, pn, pm, neg, *a["unsigned"])
+    elif dtype in ("fp32", "bf16"):
+        mbits = 23 if dtype == "fp32" else 7
+
+        def compute():
+            kernels.mopa_fma(za, t, tsize, zn, zm, pn, pm, ssize, neg, 8, mbits, m.controls())
+    else:
+        def compute():
+            mode = 0 if dtype == "fp16_wide" else (1 if m.ebf() else 2)
+            kernels.mopa_dot2(za, t, tsize, zn, zm, pn, pm, neg, mode, m.controls())
+
+    def run():
+        compute()
+        return switched if m.switch(path) else steady
+    # FPCR is not a resource here: MSR FPCR writes every ZA group instead (it is rare), so that
+    # an outer product after it waits for it and one before it runs first
+    reads = (f"z{f['zn']}", f"z{f['zm']}", f"p{f['pn']}", f"p{f['pm']}")
     return Recipe("mx", run, reads, groups(tsize, f["zada"]))
 
 
@@ -116,7 +123,7 @@ def _transfer(m, ins, address, data: np.ndarray, active: np.ndarray, load: bool)
     """Move the active elements of ``data`` (a typed vector or slice view) from or to memory at
     ``address``; inactive elements of a load become zero. Returns the bytes moved."""
     esize, n = data.itemsize, data.shape[0]
-    if active.all():   # the common case, without boolean indexing
+    if np.count_nonzero(active) == n:   # the common case, without boolean indexing
         try:
             view = m.state.mem.view(address, n * esize).view(data.dtype)
         except HwsimError as exc:
@@ -230,7 +237,7 @@ def mova(m, ins: Instruction) -> Recipe:
     vector = m.state.zv[esize][f["zd" if to_vector else "zn"]]
     active = m.state.p[f["pg"], ::esize]
 
-    def run(ins):
+    def run():
         view = current()
         if to_vector:
             vector[active] = view[active]
@@ -247,7 +254,7 @@ def zero(m, ins: Instruction) -> Recipe:
     mask = ins.fields["mask"]
     tiles = [m.state.tile(8, k) for k in range(8) if mask >> k & 1]
 
-    def run(ins):
+    def run():
         for view in tiles:
             view[...] = 0
         return m.za_work()
@@ -260,7 +267,7 @@ def zero(m, ins: Instruction) -> Recipe:
 def smstart(m, ins: Instruction) -> Recipe:
     a, st = ins.form.attrs, m.state
 
-    def run(ins):
+    def run():
         if a["sm"] and st.sm != a["start"]:
             st.reset_vectors()   # Arm ARM: changing PSTATE.SM zeroes Z, P and FFR
             st.sm = a["start"]
@@ -271,21 +278,21 @@ def smstart(m, ins: Instruction) -> Recipe:
         return Work(m.cost.smstart_cycles)
     state = tuple(f"z{i}" for i in range(32)) + tuple(f"p{i}" for i in range(16)) \
         if a["sm"] else ()
-    # a barrier for the state it changes (and for the FPCR-reading units)
-    return Recipe("ctl", run, writes=state + (ALL_GROUPS if a["za"] else ()) + ("fpcr",))
+    # a barrier for the state it changes
+    return Recipe("ctl", run, writes=state + (ALL_GROUPS if a["za"] else ()))
 
 
 def fpcr_move(m, ins: Instruction) -> Recipe:
     st = m.state
     n, regs = xreg(ins, "rt")
     if ins.op == "mrs_fpcr":
-        def run(ins):
+        def run():
             st.set_reg(n, st.fpcr)
             return m.scalar_work()
         return Recipe("ctl", run, ("fpcr",), regs)
     known = FPCR.encode(**{k: (1 << FPCR.fields[k].width) - 1 for k in FPCR.fields})
 
-    def run(ins):
+    def run():
         value = st.reg(n) & known
         if not m.params.feat_afp:
             value &= ~FPCR.encode(AH=1, FIZ=1, NEP=1)
@@ -293,7 +300,7 @@ def fpcr_move(m, ins: Instruction) -> Recipe:
             value &= ~FPCR.encode(EBF=1)
         st.fpcr = value
         return m.scalar_work()
-    return Recipe("ctl", run, regs, ("fpcr",))
+    return Recipe("ctl", run, regs, ("fpcr",) + ALL_GROUPS)
 
 
 def _pattern_count(pattern: int, elements: int) -> int:
@@ -317,7 +324,7 @@ def ptrue(m, ins: Instruction) -> Recipe:
     esize = 1 << f["size"]
     count = _pattern_count(f["pattern"], m.state.svl_bytes // esize)
 
-    def run(ins):
+    def run():
         m.state.set_predicate(f["pd"], esize, count)
         return m.predicate_work()
     return Recipe("ctl", run, writes=(f"p{f['pd']}",))
@@ -333,7 +340,7 @@ def whilelt(m, ins: Instruction) -> Recipe:
     def signed(v):
         return v - (1 << bits) if v >> (bits - 1) else v
 
-    def run(ins):
+    def run():
         count = max(0, min(elements, signed(st.reg(k, bits)) - signed(st.reg(n, bits))))
         st.set_predicate(f["pd"], esize, count)
         return m.predicate_work()
@@ -347,7 +354,7 @@ def movw(m, ins: Instruction) -> Recipe:
     value = f["imm16"] << shift
     n, regs = xreg(ins, "rd")
 
-    def run(ins):
+    def run():
         if opc == "movz":
             st.set_reg(n, value, bits)
         elif opc == "movn":
@@ -366,7 +373,7 @@ def addsub(m, ins: Instruction) -> Recipe:
     d, wd = xreg(ins, "rd")
     n, rn = xreg(ins, "rn")
 
-    def run(ins):
+    def run():
         st.set_reg(d, st.reg(n, bits) + imm, bits)
         return m.scalar_work()
     return Recipe("ctl", run, rn, wd)

@@ -59,6 +59,7 @@ class SmeState:
         self.fpcr = 0
         self.mem = AddressSpace("mem", mem_size)
         self.zv = {s: self.z.view(t) for s, t in ELEMENT_TYPES.items()}
+        self.za_typed = {s: self.za.view(t) for s, t in ELEMENT_TYPES.items()}
         self.tiles = {(s, t): self.za[t::s].view(ELEMENT_TYPES[s])
                       for s in ELEMENT_TYPES for t in range(s)}
 
