@@ -141,9 +141,10 @@ def parse_value(tok: Token, text: str):
         return TensorRef(space, parse_int(addr, tok.loc, "tensor address"), dtype, dims)
     if "," in text:
         return tuple(parse_int(v, tok.loc, "list element") for v in text.split(","))
-    if text[:1].isdigit() or text[:1] == "-":
-        return parse_int(text, tok.loc, "value")
-    return text
+    try:
+        return int(text.replace("_", ""), 0)
+    except ValueError:
+        return text            # a word: a symbol such as 1x1, or a mode such as double
 
 
 def _keywords(toks: list[Token]) -> dict[str, tuple[Token, str]]:
@@ -255,7 +256,7 @@ class Program(list):
     def ne16_wait(self, job: int | None = None) -> None:
         self.append(Ne16Wait(job))
 
-    def cluster(self, kernel: str, **args) -> None:
+    def cluster(self, kernel: str, /, **args) -> None:
         self.append(Kernel(kernel, dict(args)))
 
     def barrier(self) -> None:

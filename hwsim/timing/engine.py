@@ -131,7 +131,9 @@ class Unit:
                 if dep.started_at is None:
                     if dep._started is None:
                         dep._started = env.event()
+                    waited_from = env.now
                     yield dep._started
+                    self._stall(f"wait {resource}", env.now - waited_from)
                 until = dep.ready_at if raw else dep.started_at
                 if until > env.now:
                     self._stall(f"wait {resource}", until - env.now)
