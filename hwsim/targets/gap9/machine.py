@@ -209,9 +209,14 @@ class _Run:
 
 
 def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
-    """One op per NE16 state; the first computes the job, the last writes its outputs."""
+    """One op per NE16 state; the first computes the job, the last writes its outputs. The
+    job's MACs are spread over its matrix-vector states; the start latency is added to the first
+    state and the end latency to the last."""
     t = m.timing
     states = job_states(job, t)
+    mv_count = sum(s.name == "matrix-vector" for s in states)
+    share, extra = divmod(job.macs, mv_count)
+    start_cycles, end_cycles = t.ne16_start_cycles, t.ne16_end_cycles
     result = {}
 
     def compute() -> None:
@@ -224,16 +229,21 @@ def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
         offsets, data = result["writes"]
         m.spaces["l1"].data[offsets] = data
 
+    last_index = len(states) - 1
     for n, state in enumerate(states):
-        first, last = n == 0, n == len(states) - 1
+        first, last = n == 0, n == last_index
+        macs = share if state.name == "matrix-vector" else 0
+        mv_count -= state.name == "matrix-vector"
+        macs += extra if macs and mv_count == 0 else 0
+        cycles = state.cycles + (start_cycles if first else 0) + (end_cycles if last else 0)
 
-        def execute(state=state, first=first, last=last) -> Work:
+        def execute(state=state, first=first, last=last, macs=macs, cycles=cycles) -> Work:
             if first:
                 compute()
-            stall = m.traffic.conflicts("ne16", m.engine.env.now, state.cycles, state.accesses,
+            stall = m.traffic.conflicts("ne16", m.engine.env.now, cycles, state.accesses,
                                         state.words_per_access)
-            return Work(state.cycles, transfers=((m.ne16_port, state.l1_bytes),),
-                        macs=state.macs, stalls={"l1 contention": stall} if stall else None,
+            return Work(cycles, transfers=((m.ne16_port, state.l1_bytes),), macs=macs,
+                        stalls={"l1 contention": stall} if stall else None,
                         commit=write_back if last else None)
         reads = (f"commit job {job.index}",) if first else ()
         writes = (f"ne16 job {job.index}", f"ne16 context {ctx}") if last else ()

@@ -135,10 +135,16 @@ def linear_inputs(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
     return x
 
 
+# bit i of byte v, LSB first: spreads a byte of a bit-plane over its 8 channels
+_SPREAD = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+
+
 def _bits_to_values(planes: np.ndarray) -> np.ndarray:
     """(..., bits, nbytes) bit-plane bytes, LSB first -> (..., nbytes*8) unsigned values."""
-    bits = np.unpackbits(planes, axis=-1, bitorder="little").astype(np.int64)
-    return (bits << np.arange(planes.shape[-2])[:, None]).sum(axis=-2)
+    out = np.zeros(planes.shape[:-2] + (planes.shape[-1] * 8,), np.uint8)
+    for bit in range(planes.shape[-2]):
+        out |= _SPREAD[planes[..., bit, :]].reshape(out.shape) << bit
+    return out
 
 
 def stored_weights(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
@@ -311,15 +317,19 @@ def run_job(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: st
     # streamer order: k_out subtile, then position, then channel
     order = lambda a: a.reshape(a.shape[0], job.nb_ko, -1).transpose(1, 0, 2)
     addr, ok, values = order(addr), order(ok), order(values)
-    addr = addr[ok][:, None] + np.arange(nbytes)
-    data = (values[ok][:, None] >> (8 * np.arange(nbytes))) & 0xFF
-    addr, data = addr.reshape(-1), data.reshape(-1).astype(np.uint8)
+    addr = (addr[ok][:, None] + np.arange(nbytes)).reshape(-1)
+    # in-range values: their low bytes, little-endian, are the stored bytes
+    data = values[ok].astype(f"<u{nbytes}").view(np.uint8)
     off = addr - l1.base
     if off.size and (off.min() < 0 or off.max() >= l1.size):
         bad = int(addr[np.argmax((off < 0) | (off >= l1.size))])
         raise MemoryFault(l1.name, bad, 1, f"ne16 job {job.index} writes its output outside "
                                            f"{l1.base:#x}..{l1.end:#x}")
     # keep the last store to each byte (numpy does not order repeated fancy assignments)
+    seen = np.zeros(l1.size, bool)
+    seen[off] = True
+    if np.count_nonzero(seen) == off.size:
+        return off, data
     _, last = np.unique(off[::-1], return_index=True)
     keep = off.size - 1 - last
     return off[keep], data[keep]

@@ -19,7 +19,7 @@ formula can go negative for 32-bit output; here the padding is ``max(stores, slo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hwsim.targets.gap9.ne16_job import TP_IN, Ne16Job
 
@@ -31,7 +31,18 @@ class State:
     l1_bytes: int
     accesses: int
     words_per_access: float
-    macs: int = 0
+
+
+class _Costs:
+    """The parameters the states use, read once per job (reading a ParamSet records it)."""
+
+    NAMES = ("ne16_access_cycles", "ne16_load_enter_cycles", "ne16_mv_enter_3x3_cycles",
+             "ne16_mv_enter_1x1_cycles", "ne16_dw_first_cycles", "ne16_mv_exit_cycles",
+             "ne16_1x1_slots")
+
+    def __init__(self, t):
+        for name in self.NAMES:
+            setattr(self, name, getattr(t, name))
 
 
 def _words(nbytes: int) -> float:
@@ -39,11 +50,7 @@ def _words(nbytes: int) -> float:
     return -(-(nbytes + 4) // 4)
 
 
-def _load(job: Ne16Job, t, i: int, j: int, ki: int) -> State:
-    if job.linear:
-        n, width = job.linear_vectors(ki), TP_IN
-    else:
-        n, width = job.h_in(i) * job.w_in(j), job.k_in_bytes(ki)
+def _load(job: Ne16Job, t, n: int, width: int) -> State:
     slots = t.ne16_1x1_slots if job.pointwise and not job.linear else n
     cycles = t.ne16_load_enter_cycles + n * t.ne16_access_cycles + max(0, slots - n)
     return State("load", cycles, n * width, n, _words(width))
@@ -64,10 +71,9 @@ def _matrixvec(job: Ne16Job, t, k_out: int) -> State:
     return State("matrix-vector", cycles, k_out * qw * 9 * bpp, k_out * qw, _words(9 * bpp))
 
 
-def _normquant(job: Ne16Job, k_out: int, t) -> State:
+def _normquant(job: Ne16Job, t, k_out: int) -> State:
     bits = job.norm_bits
-    full = k_out == job.tp_out
-    scales = bits if full else -(-k_out * bits // 32)
+    scales = bits if k_out == job.tp_out else -(-k_out * bits // 32)
     shifts = 1 if job.config["norm_shift"] else 0
     biases = 4 if job.config["norm_bias"] else 0
     n = scales + shifts + biases
@@ -75,13 +81,12 @@ def _normquant(job: Ne16Job, k_out: int, t) -> State:
     return State("norm/quant", n * t.ne16_access_cycles, nbytes, n, _words(16))
 
 
-def _streamout(job: Ne16Job, t, i: int, j: int, k_out: int) -> State:
+def _streamout(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
     words = job.out_words(k_out)
     nbytes = job.out_bits // 8 if job.quant else 4
     if job.linear:
         stores, pixels = words, 1
     else:
-        rows, cols = job.h_out(i), job.w_out(j)
         stores = ((rows - 1) * 3 + cols) * words
         pixels = rows * cols if not job.strided else ((rows + 1) // 2) * ((cols + 1) // 2)
     slots = t.ne16_1x1_slots if job.pointwise and not job.linear else stores
@@ -89,28 +94,38 @@ def _streamout(job: Ne16Job, t, i: int, j: int, k_out: int) -> State:
     return State("streamout", cycles, pixels * k_out * nbytes, stores, _words(32))
 
 
+def _streamin(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
+    n = (1 if job.linear else rows * cols) * job.out_words(k_out)
+    return State("streamin", n * t.ne16_access_cycles, n * 32, n, _words(32))
+
+
 def job_states(job: Ne16Job, t) -> list[State]:
-    """The states of ``job`` in execution order; the job's MACs are spread over its
-    matrix-vector states, and the start and end latencies folded into the first and last."""
+    """The states of ``job`` in execution order (equal states are one shared object)."""
+    costs, cache = _Costs(t), {}
+
+    def state(fn, *args) -> State:
+        key = (fn, args)
+        if key not in cache:
+            cache[key] = fn(job, costs, *args)
+        return cache[key]
+
     states: list[State] = []
     patches = [(0, 0)] if job.linear else [(i, j) for i in range(job.nb_ho)
                                            for j in range(job.nb_wo)]
     for ko in range(job.nb_ko):
         k_out = job.k_out_lim(ko)
         for i, j in patches:
+            rows, cols = job.h_out(i), job.w_out(j)
             if job.streamin:
-                n = (1 if job.linear else job.h_out(i) * job.w_out(j)) * job.out_words(k_out)
-                states.append(State("streamin", n * t.ne16_access_cycles, n * 32, n, _words(32)))
+                states.append(state(_streamin, rows, cols, k_out))
             for ki in range(job.k_in_subtiles):
-                states.append(_load(job, t, i, j, ko if job.depthwise else ki))
-                states.append(_matrixvec(job, t, k_out))
+                if job.linear:
+                    states.append(state(_load, job.linear_vectors(ki), TP_IN))
+                else:
+                    width = job.k_in_bytes(ko if job.depthwise else ki)
+                    states.append(state(_load, job.h_in(i) * job.w_in(j), width))
+                states.append(state(_matrixvec, k_out))
             if job.quant:
-                states.append(_normquant(job, k_out, t))
-            states.append(_streamout(job, t, i, j, k_out))
-    mv = [n for n, s in enumerate(states) if s.name == "matrix-vector"]
-    share, extra = divmod(job.macs, len(mv))
-    for rank, n in enumerate(mv):
-        states[n] = replace(states[n], macs=share + (extra if rank == len(mv) - 1 else 0))
-    states[0] = replace(states[0], cycles=states[0].cycles + t.ne16_start_cycles)
-    states[-1] = replace(states[-1], cycles=states[-1].cycles + t.ne16_end_cycles)
+                states.append(state(_normquant, k_out))
+            states.append(state(_streamout, rows, cols, k_out))
     return states

@@ -115,9 +115,13 @@ class Traffic:
         # ops start in time order, so traffic that ended before this op can go
         self.intervals = [iv for iv in self.intervals if iv[1] > start]
         end = start + max(cycles, 1)
-        other = sum(rate * (min(end, e) - max(start, s))
-                    for s, e, rate, who in self.intervals if who != master and s < end)
-        rho = other / max(cycles, 1)
-        stall = int(round(accesses * min(1.0, words_per_access * rho / self.banks)))
+        other = 0.0
+        for s, e, rate, who in self.intervals:
+            if who != master and s < end:
+                other += rate * (min(end, e) - max(start, s))
+        stall = 0
+        if other:
+            rho = other / max(cycles, 1)
+            stall = int(round(accesses * min(1.0, words_per_access * rho / self.banks)))
         self.record(master, start, cycles + stall, accesses * words_per_access)
         return stall
