@@ -59,7 +59,7 @@ barrier"""
      "filter_mode = '5x5', expected an integer or one of 3x3, 3x3dw, dw, 1x1"),
     ("ne16 CONFIG0 out_mode=3", "out", "out_mode = 3, expected 0 (8 bit), 1 (16), 2 (32)"),
     ("ne16 PADDING top=16", "top", "field top = 0x10, expected 0..15"),
-    ("ne16 WEIGTHS_PTR 0x10000000", "WEIG", "expected acquire, commit, wait or one of"),
+    ("ne16 WEIGTHS_PTR 0x10000000", "WEIG", "expected acquire, commit, status, wait or one of"),
     ("cluster conv3d in=l1:0x10000000:i8:1x1x1x1", "cluster", "unknown kernel 'conv3d'"),
     ("cluster clamp in=l2:0x1c000000:i8:4 out=l1:0x10000000:i8:4 min=0 max=1", "cluster",
      "tensor in is in l2"),
@@ -147,8 +147,8 @@ def test_core_bank_conflicts_counted_from_addresses():
     for _ in range(5):
         streams, cores = rng.integers(1, 4), rng.integers(2, 9)
         args = (rng.integers(0, 1 << 12, streams) * 4, rng.integers(0, 64, (streams, cores)) * 4,
-                rng.integers(1, 4, streams) * 4, rng.integers(1, 60, cores), int(rng.integers(0, 3)),
-                16, 4, 300)
+                rng.integers(1, 4, streams) * 4, rng.integers(1, 60, cores),
+                int(rng.integers(0, 3)), 16, 4, 300)
         assert np.array_equal(core_stalls(*args), core_stalls_np(*args))
     same_bank = (np.array([0]), np.array([[64 * c for c in range(8)]]), np.array([4]),
                  np.full(8, 100), 0, 16, 4, 10000)
@@ -221,3 +221,14 @@ KERNEL_RUNS = [
     ("transpose", {"in": _t(0, "i8", 4, 8), "out": _t(0x400, "i8", 8, 4), "perms": (1, 0)}),
     ("add", {"a": _t(0, "i32", 4, 8), "b": _t(0x100, "i32", 1, 8), "out": _t(0x400, "i32", 4, 8)}),
 ]
+
+
+def test_status_shows_the_contexts_holding_jobs():
+    spec = LayerSpec(h_in=6, w_in=6, k_in=16, k_out=16, padding=(1, 1, 1, 1))
+    p = conv_program(spec, jobs=2, wait=False)
+    p.ne16_status()                     # both jobs queued: contexts 0 and 1 hold jobs
+    p.ne16_wait()
+    p.ne16_status()                     # all ended
+    result = hwsim.machine("gap9").run(p)
+    ctrl = next(u for u in result.units if u.name == "ctrl").log
+    assert [args["status"] for _, _, label, args in ctrl if label == "ne16 status"] == [0x101, 0]

@@ -2,26 +2,21 @@
 
 A program is what the cluster controller executes, one instruction a line:
 
-==============================================================  =====================================
-``dma SRC:ADDR -> DST:ADDR NBYTES``                              1-D copy (spaces ``l1``, ``l2``,
-                                                                 ``mram``); gets the next transfer id
-``dma SRC:ADDR -> DST:ADDR ROW_BYTES rows=N src_stride=S         2-D copy: N rows, row i at
-dst_stride=D``                                                   ``ADDR + i * stride``
-``dma wait [ID ...]``                                            wait for the given transfers (all
-                                                                 outstanding ones without ids)
-``ne16 acquire``                                                 reserve a job context (waits while
-                                                                 two jobs are pending); implicit
-                                                                 before a job's first register write
-``ne16 REGISTER VALUE``                                          write a job register (names in
-                                                                 ``hwsim.isa.ne16``)
-``ne16 REGISTER field=value ...``                                the same, from its fields
-                                                                 (``ne16 CONFIG0 filter_mode=1x1``)
-``ne16 commit``                                                  queue the job (commit and trigger)
-``ne16 wait [JOB]``                                              sleep until the end-of-job event of
-                                                                 job JOB (default: the last committed)
-``cluster KERNEL name=value ...``                                run a kernel on the 8 worker cores
-``barrier``                                                      wait for every launched kernel
-==============================================================  =====================================
+* ``dma SRC:ADDR -> DST:ADDR NBYTES``: a 1-D copy between the spaces ``l1``, ``l2`` and
+  ``mram``; transfers are numbered 0, 1, ... in program order;
+* ``dma SRC:ADDR -> DST:ADDR ROW_BYTES rows=N src_stride=S dst_stride=D``: a 2-D copy, row i at
+  ``ADDR + i * stride`` on each side;
+* ``dma wait [ID ...]``: wait for the given transfers, or for every outstanding one;
+* ``ne16 acquire``: reserve a job context (waits while two jobs are pending); implicit before a
+  job's first register write;
+* ``ne16 REGISTER VALUE`` or ``ne16 REGISTER field=value ...``: write a job register (names
+  and fields in ``hwsim.isa.ne16``; ``ne16 CONFIG0 filter_mode=1x1 weight_bits_m1=3``);
+* ``ne16 commit``: queue the job (commit and trigger); jobs are numbered 0, 1, ...;
+* ``ne16 status``: read STATUS (bit 0: context 0 holds a job, bit 8: context 1); the value
+  read shows in the timeline;
+* ``ne16 wait [JOB]``: sleep until the end-of-job event of JOB (default: the last committed);
+* ``cluster KERNEL name=value ...``: run a kernel on the worker cores (``kernels.KERNELS``);
+* ``barrier``: wait for every launched kernel.
 
 Kernel arguments are integers (``pad=1,1,1,1`` for lists), words (``rounding=double``) or
 tensors ``SPACE:ADDR:DTYPE:SHAPE`` (``l1:0x10000000:i8:1x8x8x16``; dtypes i8 u8 i16 u16 i32).
@@ -91,6 +86,11 @@ class Ne16Write:
 
 @dataclass
 class Ne16Commit:
+    loc: Location = field(default_factory=Location)
+
+
+@dataclass
+class Ne16Status:
     loc: Location = field(default_factory=Location)
 
 
@@ -183,19 +183,23 @@ def _parse_dma(toks: list[Token], loc: Location):
 
 def _parse_ne16(toks: list[Token], loc: Location):
     if len(toks) < 2:
-        raise TraceSyntaxError(loc, "ne16: expected acquire, commit, wait or a register")
+        raise TraceSyntaxError(loc, "ne16: expected acquire, commit, status, wait or a "
+                                    "register")
     word = toks[1].text
     if word == "acquire" and len(toks) == 2:
         return Ne16Acquire(loc)
     if word == "commit" and len(toks) == 2:
         return Ne16Commit(loc)
+    if word == "status" and len(toks) == 2:
+        return Ne16Status(loc)
     if word == "wait" and len(toks) <= 3:
         return Ne16Wait(_int(toks[2], "job") if len(toks) == 3 else None, loc)
     try:
         reg = ne16.register(word)
     except EncodingError:
-        raise TraceSyntaxError(toks[1].loc, f"ne16: expected acquire, commit, wait or one of "
-                                            f"{', '.join(ne16.BY_NAME)}, found {word!r}") from None
+        raise TraceSyntaxError(toks[1].loc, f"ne16: expected acquire, commit, status, wait or "
+                                            f"one of {', '.join(ne16.BY_NAME)}, found "
+                                            f"{word!r}") from None
     if len(toks) == 3 and "=" not in toks[2].text:
         value = _int(toks[2], f"{reg.name} value")
         try:
@@ -252,6 +256,9 @@ class Program(list):
         self.append(Ne16Commit())
         if wait:
             self.append(Ne16Wait())
+
+    def ne16_status(self) -> None:
+        self.append(Ne16Status())
 
     def ne16_wait(self, job: int | None = None) -> None:
         self.append(Ne16Wait(job))

@@ -237,7 +237,8 @@ CONV_ARGS = {"in": In("i8"), "weight": In("i8"), "bias": In("i32", optional=True
              **RESCALE_ARGS}
 POOL_ARGS = {"in": In("i8", "i16"), "out": Out("i8", "i16"), "kernel": Arg("ints"),
              "stride": Arg("ints", (1, 1)), "pad": Arg("ints", (0, 0, 0, 0))}
-BINARY_ARGS = {"a": In(*INTS), "b": In(*INTS), "out": Out(*INTS), **RESCALE_ARGS}
+SHIFT_ARGS = {"a": In(*INTS), "b": In(*INTS), "out": Out(*INTS)}
+BINARY_ARGS = {**SHIFT_ARGS, **RESCALE_ARGS}
 UNARY = {"in": In(*INTS), "out": Out(*INTS)}
 
 
@@ -311,12 +312,12 @@ KERNELS = {k.name: k for k in [
             "eltwise_elements_per_cycle_per_core"),
     _kernel("clz", UNARY, _same(("i32",)), lambda x, a, t: {"out": ti.clz32(x["in"])},
             "eltwise_elements_per_cycle_per_core"),
-    _kernel("arithmetic_right_shift", {**BINARY_ARGS, "round": Arg("int", 0)},
+    _kernel("arithmetic_right_shift", {**SHIFT_ARGS, "round": Arg("int", 0)},
             lambda t, a: {"out": ((t["a"].dtype,), _broadcast(t))},
             lambda x, a, t: {"out": ti.arithmetic_right_shift(
                 x["a"], x["b"], int(t["a"].dtype[1:]), bool(a["round"]))},
             "eltwise_elements_per_cycle_per_core"),
-    _kernel("logical_left_shift", BINARY_ARGS,
+    _kernel("logical_left_shift", SHIFT_ARGS,
             lambda t, a: {"out": ((t["a"].dtype,), _broadcast(t))},
             lambda x, a, t: {"out": ti.logical_left_shift(x["a"], x["b"],
                                                           int(t["a"].dtype[1:]))},

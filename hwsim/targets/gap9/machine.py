@@ -51,6 +51,7 @@ class Gap9(Machine):
                        "mram": AddressSpace("mram", p.mram_size, p.mram_base, readonly=True)}
         self.ne16_contexts = [[0] * isa.NUM_REGISTERS for _ in range(isa.CONTEXTS)]
         self.ne16_configuring = 0       # context the next register writes go to
+        self.ne16_holding = [False] * isa.CONTEXTS   # committed and not yet ended, per context
 
     def peak_macs_per_cycle(self) -> float:
         t = self.timing
@@ -121,7 +122,8 @@ class _Run:
     def step(self, instr):
         handler = {prog.DmaCopy: self.dma, prog.DmaWait: self.dma_wait,
                    prog.Ne16Acquire: self.acquire, prog.Ne16Write: self.write,
-                   prog.Ne16Commit: self.commit, prog.Ne16Wait: self.ne16_wait,
+                   prog.Ne16Commit: self.commit, prog.Ne16Status: self.status,
+                   prog.Ne16Wait: self.ne16_wait,
                    prog.Kernel: self.kernel, prog.Barrier: self.barrier}[type(instr)]
         return handler(instr)
 
@@ -183,9 +185,22 @@ class _Run:
         self.jobs += 1
         self.acquired = False
         m.ne16_configuring = 1 - ctx
-        yield m._ctrl(f"ne16 commit job {n}", self.t.ctrl_reg_write_cycles,
-                      writes=(f"commit job {n}",))
+
+        def execute() -> Work:
+            m.ne16_holding[ctx] = True
+            return Work(self.t.ctrl_reg_write_cycles)
+        yield Op(m.ctrl, execute, f"ne16 commit job {n}", (), (f"commit job {n}",))
         yield from _job_ops(m, job, ctx, c.loc)
+
+    def status(self, s: prog.Ne16Status):
+        m = self.m
+        op = Op(m.ctrl, None, "ne16 status", args={})
+
+        def execute() -> Work:
+            op.args["status"] = sum(1 << (8 * c) for c, held in enumerate(m.ne16_holding) if held)
+            return Work(self.t.ctrl_reg_read_cycles)
+        op.execute = execute
+        yield op
 
     def ne16_wait(self, w: prog.Ne16Wait):
         job = self.jobs - 1 if w.job is None else w.job
@@ -228,6 +243,7 @@ def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
     def write_back() -> None:
         offsets, data = result["writes"]
         m.spaces["l1"].data[offsets] = data
+        m.ne16_holding[ctx] = False
 
     last_index = len(states) - 1
     for n, state in enumerate(states):

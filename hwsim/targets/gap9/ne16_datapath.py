@@ -314,9 +314,9 @@ def run_job(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: st
     values = normquant(job, l1, acc, bias_add, rounding)
     nbytes = job.out_bits // 8 if job.quant else 4
     addr, ok = output_addresses(job, nbytes)
-    # streamer order: k_out subtile, then position, then channel
-    order = lambda a: a.reshape(a.shape[0], job.nb_ko, -1).transpose(1, 0, 2)
-    addr, ok, values = order(addr), order(ok), order(values)
+    def streamer_order(a):             # k_out subtile, then position, then channel
+        return a.reshape(a.shape[0], job.nb_ko, -1).transpose(1, 0, 2)
+    addr, ok, values = streamer_order(addr), streamer_order(ok), streamer_order(values)
     addr = (addr[ok][:, None] + np.arange(nbytes)).reshape(-1)
     # in-range values: their low bytes, little-endian, are the stored bytes
     data = values[ok].astype(f"<u{nbytes}").view(np.uint8)
