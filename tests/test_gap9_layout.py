@@ -75,3 +75,12 @@ def test_register_table():
     with pytest.raises(EncodingError, match="has no fields"):
         isa.encode_fields(isa.register("WEIGHTS_PTR"), {"x": 1})
     assert isa.word(-1) == 0xFFFFFFFF
+
+
+def test_readme_config0_table_is_the_register_table():
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("<!-- config0 table")[1].split("<!-- /config0 table -->")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:] == [f"| {bits} | {name} | {doc} |" for bits, name, doc in
+                        isa.CONFIG0.describe()]

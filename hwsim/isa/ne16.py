@@ -39,7 +39,7 @@ CONFIG0 = Word("CONFIG0", [
           doc="output bits: 0 = 8, 1 = 16, 2 = 32"),
     Field("shift", "20:16", doc="right shift after normalisation (per layer)"),
     Field("weight_offset_mode", "15",
-          doc="pulp-nnx: 0 symmetric, 1 layer-wise; the RTL does not decode it (below)"),
+          doc="pulp-nnx: 0 symmetric, 1 layer-wise; not decoded: WEIGHT_OFFSET always applies"),
     Field("streamin", "14", doc="accumulate onto the int32 partial sums at OUTFEAT_PTR"),
     Field("norm_mode", "13:12", allowed=_one_of(0, 1, 2), expect="0 (8 bit), 1 (16), 2 (32)",
           doc="scale bits: 0 = 8, 1 = 16, 2 = 32"),

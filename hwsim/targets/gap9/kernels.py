@@ -6,10 +6,10 @@ words); binding a program's ``cluster`` line checks names, types, dtypes and the
 against the TOSA shape rules and fails with file:line:column otherwise.
 
 Semantics are the TOSA operators of ``kernel_ops`` (the kernel name says which). Kernels that
-produce int32 (conv2d, depthwise_conv2d, matmul, add, sub, mul) optionally end with a fused
-RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``scale32=0``), ``shift`` (int8),
-``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is then
-RESCALE(op(...)) with ``per_channel`` when ``mult`` has more than one entry.
+produce int32 (conv2d, depthwise_conv2d, matmul, add, sub, mul, maximum, minimum) optionally end
+with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``scale32=0``),
+``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
+then RESCALE(op(...)) with ``per_channel`` when ``mult`` has more than one entry.
 
 Cost (cycles on the ``cluster`` unit): ``ceil(work / (cores * rate))`` where ``work`` is MACs
 (convolutions, matmul), window elements (pooling), elements (elementwise, tables, rescale,
