@@ -70,6 +70,9 @@ barrier"""
      "missing argument min"),
     ("cluster conv2d in=l1:0x10000000:i8:1x6x6x8 weight=l1:0x10001000:i8:4x3x3x8 "
      "out=l1:0x10002000:i32:1x2x2x4 stride=2,2", "cluster", "does not divide exactly"),
+    ("cluster rescale in=l1:0x10000000:i32:4 mult=l1:0x10000100:i32:1 "
+     "shift=l1:0x10000200:i8:1 out=l1:0x10000300:i8:4 in_zp=3", "cluster",
+     "input zero point 3 not allowed for i32 (TOSA ERROR_IF)"),
     ("barrier now", "barrier", "expected dma, ne16, cluster or barrier"),
 ])
 def test_parse_errors_name_line_column_and_field(line, at, message):

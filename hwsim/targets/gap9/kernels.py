@@ -113,10 +113,11 @@ def _conv_shape(t, a, depthwise=False):
 
 def _pool_shape(t, a):
     x = t["in"].shape
+    if len(x) != 4 or len(a["kernel"]) != 2 or len(a["pad"]) != 4:
+        _fail("pool: NHWC input, kernel=KH,KW and pad=T,B,L,R expected")
     oh, ow, exact = ops.conv_out_hw(x[1:3], a["kernel"], a["pad"], a["stride"])
-    if len(x) != 4 or not exact or max(a["pad"][:2]) >= a["kernel"][0] \
-            or max(a["pad"][2:]) >= a["kernel"][1]:
-        _fail("pool: NHWC input, exact output size and padding below the kernel expected")
+    if not exact or max(a["pad"][:2]) >= a["kernel"][0] or max(a["pad"][2:]) >= a["kernel"][1]:
+        _fail("pool: exact output size and padding below the kernel expected (TOSA ERROR_IF)")
     return {"out": ((t["in"].dtype,), (x[0], oh, ow, x[3]))}
 
 
@@ -155,6 +156,16 @@ def _rescale_shape(t, a):
         _fail(f"rescale: mult and shift need 1 or {c} entries")
     if a["input_unsigned"] and a["output_unsigned"]:
         _fail("rescale: input and output cannot both be unsigned (TOSA ERROR_IF)")
+    if not a["scale32"] and a["rounding"] == "double":
+        _fail("rescale: double rounding needs scale32 (TOSA ERROR_IF)")
+    for side, zp in (("input", a["in_zp"]), ("output", a["out_zp"])):
+        dtype = t["in" if side == "input" else "out"].dtype
+        unsigned = a[f"{side}_unsigned"]
+        if dtype == "i32" and unsigned:
+            _fail(f"rescale: an i32 {side} cannot be unsigned (TOSA ERROR_IF)")
+        allowed = (0, 32768) if dtype == "i16" and unsigned else None
+        if dtype != "i8" and zp != 0 and (allowed is None or zp not in allowed):
+            _fail(f"rescale: {side} zero point {zp} not allowed for {dtype} (TOSA ERROR_IF)")
     return {"out": (INTS, t["in"].shape)}
 
 
@@ -457,7 +468,7 @@ def execute(bound: Bound, machine) -> Work:
     def commit() -> None:
         for name, data in outputs.items():
             ref = bound.tensors[name]
-            l1.write(ref.addr, ti.store(np.asarray(data).reshape(-1), ref.dtype))
+            l1.store(ref.addr, ti.store(np.asarray(data).reshape(-1), ref.dtype))
     macs = work if rate_name.endswith("macs_per_cycle_per_core") else 0
     return Work(cycles, transfers=((machine.cores_port, nbytes),), macs=macs,
                 stalls=stalls or None, commit=commit)

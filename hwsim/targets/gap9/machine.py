@@ -118,14 +118,14 @@ class _Run:
         self.jobs = 0
         self.acquired = False
         self.kernels = 0
+        self.handlers = {prog.DmaCopy: self.dma, prog.DmaWait: self.dma_wait,
+                         prog.Ne16Acquire: self.acquire, prog.Ne16Write: self.write,
+                         prog.Ne16Commit: self.commit, prog.Ne16Status: self.status,
+                         prog.Ne16Wait: self.ne16_wait, prog.Kernel: self.kernel,
+                         prog.Barrier: self.barrier}
 
     def step(self, instr):
-        handler = {prog.DmaCopy: self.dma, prog.DmaWait: self.dma_wait,
-                   prog.Ne16Acquire: self.acquire, prog.Ne16Write: self.write,
-                   prog.Ne16Commit: self.commit, prog.Ne16Status: self.status,
-                   prog.Ne16Wait: self.ne16_wait,
-                   prog.Kernel: self.kernel, prog.Barrier: self.barrier}[type(instr)]
-        return handler(instr)
+        return self.handlers[type(instr)](instr)
 
     def dma(self, d: prog.DmaCopy):
         m, t, n = self.m, self.t, self.dma_count
