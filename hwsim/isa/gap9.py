@@ -105,6 +105,7 @@ class Kernel:
     name: str
     args: dict
     loc: Location = field(default_factory=Location)
+    arg_locs: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -226,8 +227,9 @@ def parse_line(text: str, loc: Location):
     if op == "cluster":
         if len(toks) < 2:
             raise TraceSyntaxError(loc, "cluster: expected a kernel name")
-        args = {k: parse_value(Token(v, kloc), v) for k, (kloc, v) in _keywords(toks[2:]).items()}
-        return Kernel(toks[1].text, args, loc)
+        words = _keywords(toks[2:])
+        args = {k: parse_value(Token(v, kloc), v) for k, (kloc, v) in words.items()}
+        return Kernel(toks[1].text, args, loc, {k: kloc for k, (kloc, _) in words.items()})
     if op == "barrier" and len(toks) == 1:
         return Barrier(loc)
     raise TraceSyntaxError(toks[0].loc, f"instruction: expected dma, ne16, cluster or barrier, "

@@ -1,9 +1,10 @@
 """NE16 register interface: the HWPE control registers, the job registers and their fields.
 
-The NE16 is programmed like every HWPE: the controller reads ACQUIRE to reserve one of two
-register contexts (a job id, or -1 while two jobs are pending), writes the job registers of that
-context, and writes COMMIT_TRIGGER to queue the job; STATUS tells whether jobs are pending and the
-end of each job raises an event. Job registers live from 0x20, one 32-bit word each.
+The NE16 is programmed like every HWPE: the controller reads ACQUIRE (offset 0x04) to reserve
+one of two register contexts (a job id, or -1 while two jobs are pending), writes the job
+registers of that context, and writes COMMIT_TRIGGER (0x00) to queue the job; STATUS (0x0C)
+tells which contexts hold jobs, RUNNING_JOB (0x10) the job running, and the end of each job
+raises an event. Job registers live from 0x20, one 32-bit word each.
 
 Sources: the offsets and job register order are those of the GVSoC NE16 model (gvsoc-pulp
 ``pulp/ne16/include/ne16.hpp``, ``src/ne16.cpp``) and the pulp-nnx driver
@@ -20,8 +21,6 @@ from dataclasses import dataclass
 from hwsim.errors import EncodingError
 from hwsim.isa.fields import Field, Reserved, Word
 
-# HWPE control registers (offsets from the NE16 peripheral base).
-CTRL = {"COMMIT_TRIGGER": 0x00, "ACQUIRE": 0x04, "STATUS": 0x0C, "RUNNING_JOB": 0x10}
 JOB_BASE = 0x20
 CONTEXTS = 2
 

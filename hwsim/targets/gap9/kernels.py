@@ -386,10 +386,11 @@ def bind(instr: Kernel, spaces: dict) -> Bound:
     if kernel is None:
         raise TraceSyntaxError(loc, f"cluster: unknown kernel {instr.name!r}; expected one of "
                                     f"{', '.join(KERNELS)}")
+    where = lambda name: instr.arg_locs.get(name, loc)                 # noqa: E731
     for name in instr.args:
         if name not in kernel.args:
-            raise TraceSyntaxError(loc, f"{kernel.name}: unknown argument {name!r}; expected "
-                                        f"{', '.join(kernel.args)}")
+            raise TraceSyntaxError(where(name), f"{kernel.name}: unknown argument {name!r}; "
+                                                f"expected {', '.join(kernel.args)}")
     tensors, attrs = {}, {}
     for name, arg in kernel.args.items():
         if name not in instr.args:
@@ -398,16 +399,16 @@ def bind(instr: Kernel, spaces: dict) -> Bound:
             if arg.kind not in ("in", "out"):
                 attrs[name] = arg.default
             continue
-        value = _value(arg, name, instr.args[name], loc)
+        value = _value(arg, name, instr.args[name], where(name))
         (tensors if arg.kind in ("in", "out") else attrs)[name] = value
     for name, ref in tensors.items():
         if ref.space != "l1":
-            raise TraceSyntaxError(loc, f"{kernel.name}: tensor {name} is in {ref.space}; "
-                                        "cluster kernels work in l1")
+            raise TraceSyntaxError(where(name), f"{kernel.name}: tensor {name} is in "
+                                                f"{ref.space}; cluster kernels work in l1")
         try:
             spaces["l1"].offset(ref.addr, ref.nbytes)
         except HwsimError as exc:
-            raise TraceSyntaxError(loc, f"{kernel.name}: tensor {name}: {exc}") from None
+            raise TraceSyntaxError(where(name), f"{kernel.name}: tensor {name}: {exc}") from None
     try:
         expected = kernel.infer(tensors, attrs)
     except ProgramError as exc:
@@ -415,15 +416,15 @@ def bind(instr: Kernel, spaces: dict) -> Bound:
     for name, (dtypes, shape) in expected.items():
         ref = tensors[name]
         if ref.dtype not in dtypes:
-            raise TraceSyntaxError(loc, f"{kernel.name}: output {name}: expected dtype "
-                                        f"{' or '.join(dtypes)}, found {ref.dtype}")
+            raise TraceSyntaxError(where(name), f"{kernel.name}: output {name}: expected dtype "
+                                                f"{' or '.join(dtypes)}, found {ref.dtype}")
         count = math.prod(ref.shape)
         if shape is None and count != math.prod(tensors["in"].shape) or \
                 shape is not None and tuple(shape) != ref.shape:
             want = "x".join(map(str, shape)) if shape else f"{math.prod(tensors['in'].shape)} " \
                                                            "elements"
-            raise TraceSyntaxError(loc, f"{kernel.name}: output {name}: expected shape {want}, "
-                                        f"found {'x'.join(map(str, ref.shape))}")
+            raise TraceSyntaxError(where(name), f"{kernel.name}: output {name}: expected shape "
+                                                f"{want}, found {'x'.join(map(str, ref.shape))}")
     return Bound(kernel, tensors, attrs, loc)
 
 
