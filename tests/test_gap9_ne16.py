@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from hwsim.errors import MemoryFault, ProgramError
 from hwsim.isa import ne16 as isa
@@ -240,3 +241,25 @@ def test_reads_outside_l1_fault():
     job = job_from(INFEAT_PTR=BASE + (128 << 10) - 8)
     with pytest.raises(MemoryFault, match="ne16 job 3 reads input outside"):
         run_job(job, AddressSpace("l1", 128 << 10, BASE))
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_random_layers_match_the_reference(data):
+    draw = data.draw
+    kernel = draw(st.sampled_from([1, 3]))
+    depthwise = kernel == 3 and draw(st.booleans())
+    in_bits = 8 if depthwise else draw(st.sampled_from([8, 16]))
+    k_in = draw(st.integers(1, 40))
+    k_out = k_in if depthwise else draw(st.integers(1, 40))
+    stride = 2 if kernel == 3 and draw(st.booleans()) else 1
+    pad = tuple(draw(st.integers(0, 1)) for _ in range(4)) if kernel == 3 else (0, 0, 0, 0)
+    h_in = draw(st.integers(max(1, 3 - pad[0] - pad[1]) if kernel == 3 else 1, 9))
+    w_in = draw(st.integers(max(1, 3 - pad[2] - pad[3]) if kernel == 3 else 1, 9))
+    spec = LayerSpec(h_in=h_in, w_in=w_in, k_in=k_in, k_out=k_out, kernel=kernel,
+                     depthwise=depthwise, stride=stride, padding=pad, in_bits=in_bits,
+                     pad_value=draw(st.integers(0, (1 << in_bits) - 1)),
+                     weight_bits=draw(st.integers(1, 8)), quant=False, out_bits=32)
+    x, stored, signed = operands(np.random.default_rng(draw(st.integers(0, 1 << 20))), spec)
+    got = run_layer(spec, x, stored)
+    assert np.array_equal(got, ref.wrap32(reference_acc(spec, x, signed)).reshape(-1))
