@@ -13,6 +13,7 @@ from hwsim.errors import ConfigError
 MACHINES = {
     # name: "module:Class"
     "sme": "hwsim.targets.sme.machine:SmeMachine",
+    "gap9": "hwsim.targets.gap9.machine:Gap9",
 }
 
 
