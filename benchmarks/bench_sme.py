@@ -10,7 +10,8 @@
   non-widening BFMOPA (one fused multiply-add with a single rounding per element), FMOPA fp32,
   widening BFMOPA/FMOPA and SMOPA.
 
-Each figure is the best of ``REPEATS`` timings, after a warm-up run that loads the numba caches.
+Each figure is the best of ``REPEATS`` timings of this process's CPU time (robust on a shared
+machine), after a warm-up run that loads the numba caches.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ RESULTS = Path(__file__).resolve().parent / "results" / "sme.json"
 
 
 def best(fn, repeats=REPEATS) -> float:
-    """The shortest of ``repeats`` timings of ``fn()``, in seconds."""
+    """The shortest of ``repeats`` timings of ``fn()``, in CPU seconds."""
     fn()
     times = []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return min(times)
 
 

@@ -402,6 +402,6 @@ def test_mopa_fma_zero_results_take_arm_signs(rmode):
                 for b in values:
                     tile = np.full((dim, dim), c, dtype)
                     ones = np.ones(16, bool)
-                    kernels.mopa_fma(tile, 0, 1, np.full(dim, a, dtype), np.full(dim, b, dtype), ones,
-                                     ones, esize, False, *fmt, f.ctl())
+                    kernels.mopa_fma(tile, 0, 1, np.full(dim, a, dtype), np.full(dim, b, dtype),
+                                     ones, ones, esize, False, *fmt, f.ctl())
                     assert np.all(tile == o_fma(c, a, b, fmt, f)), (c, a, b)

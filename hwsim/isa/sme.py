@@ -69,10 +69,11 @@ def _slice_register(text):
     return int(text) - 12
 
 
-_PATTERNS = {0: "pow2", 29: "mul4", 30: "mul3", 31: "all",
+# PTRUE patterns by encoding (Arm ARM DecodePredCount); others print as #N and count zero
+PATTERNS = {0: "pow2", 29: "mul4", 30: "mul3", 31: "all",
              **{n: f"vl{n}" for n in range(1, 9)},
              **{9 + i: f"vl{16 << i}" for i in range(5)}}
-_PATTERN_CODES = {name: code for code, name in _PATTERNS.items()}
+_PATTERN_CODES = {name: code for code, name in PATTERNS.items()}
 
 
 def _pattern(text):
@@ -142,7 +143,7 @@ KINDS = {
     "wv": Kind(r"\d+", _slice_register, lambda v: str(v + 12), "a slice index register w12-w15"),
     "hv": Kind(r"[hv]", _choice("hv"), "hv".__getitem__, "h or v"),
     "esz": Kind(r"[bhsd]", _choice("bhsd"), "bhsd".__getitem__, "an element size b, h, s or d"),
-    "pattern": Kind(r"#?\w+", _pattern, lambda v: _PATTERNS.get(v, f"#{v}"),
+    "pattern": Kind(r"#?\w+", _pattern, lambda v: PATTERNS.get(v, f"#{v}"),
                     "a pattern (pow2, vl1-vl256, mul4, mul3, all or #N)"),
     "lsl12": Kind(r"lsl\s*#?\s*\d+", lambda t: {"0": 0, "12": 1}[re.split(r"[\s#]+", t)[-1]],
                   lambda v: "lsl #12", "lsl #12"),
@@ -567,8 +568,9 @@ def disassemble(word: int) -> str:
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _parse(text: str) -> tuple[tuple[Form, tuple], ...]:
-    """Lower-case instruction text -> ((form, field items), ...); ``_LineError`` if invalid."""
+def _parse(text: str) -> tuple[tuple[Form, tuple, int], ...]:
+    """Lower-case instruction text -> ((form, field items, word), ...); ``_LineError`` if
+    invalid. Cached: programs repeat their lines."""
     mnemonic = text.split()[0]
     if mnemonic == ".inst":
         return (_inst(text),)
@@ -583,7 +585,7 @@ def _parse(text: str) -> tuple[tuple[Form, tuple], ...]:
         except _NoMatch as miss:
             failures.append(miss)
         else:
-            return ((form, tuple(values.items())),)
+            return ((form, tuple(values.items()), form.word.encode(**values)),)
     if mnemonic == "mov":
         expanded = _mov_pseudo(text)
         if expanded:
@@ -598,7 +600,7 @@ def _parse(text: str) -> tuple[tuple[Form, tuple], ...]:
     raise _LineError(best[1], expected, found)
 
 
-def _inst(text: str) -> tuple[Form, tuple]:
+def _inst(text: str) -> tuple[Form, tuple, int]:
     m = re.fullmatch(r"\.inst\s+(0x[0-9a-f]+|\d+)\s*", text)
     if m is None or int(m.group(1), 0) >> 32:
         raise _LineError(len(".inst") + 1, "a 32-bit word (.inst 0x81a00008)",
@@ -608,10 +610,10 @@ def _inst(text: str) -> tuple[Form, tuple]:
     except EncodingError:
         raise _LineError(len(".inst") + 1, "a supported SME/SVE/A64 encoding",
                          f"{int(m.group(1), 0):#010x}") from None
-    return form, tuple(values.items())
+    return form, tuple(values.items()), int(m.group(1), 0)
 
 
-def _mov_pseudo(text: str) -> tuple[tuple[Form, tuple], ...] | None:
+def _mov_pseudo(text: str) -> tuple[tuple[Form, tuple, int], ...] | None:
     """``mov Rd, #imm`` for an immediate no single MOVZ/MOVN holds: MOVZ or MOVN, then MOVKs."""
     m = re.fullmatch(r"mov\s+([xw])(\d+|zr)\s*,\s*(" + _NUM + r")\s*", text)
     if m is None:
@@ -639,7 +641,7 @@ def _mov_pseudo(text: str) -> tuple[tuple[Form, tuple], ...] | None:
         else:
             name, imm = f"movk_{wide}", chunk
         fields = {"rd": rd, "imm16": imm, "hw": hw}
-        steps.append((FORM[name], tuple(fields.items())))
+        steps.append((FORM[name], tuple(fields.items()), FORM[name].word.encode(**fields)))
     return tuple(steps)
 
 
@@ -662,8 +664,7 @@ def parse_line(text: str, loc: Location | None = None) -> list[Instruction]:
         where = loc.at(loc.column + lead + err.column) if loc.line else loc
         raise TraceSyntaxError(where, f"{stripped.split()[0].lower() if stripped else ''}: "
                                       f"expected {err.expected}, found {err.found!r}") from None
-    return [Instruction(form, dict(items), form.word.encode(**dict(items)), loc)
-            for form, items in parsed]
+    return [Instruction(form, dict(items), word, loc) for form, items, word in parsed]
 
 
 def assemble(text: str) -> int:

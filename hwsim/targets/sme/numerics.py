@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.targets.floats import (BF16, FINITE, FLUSH_AFTER, FLUSH_BEFORE, FP16, FP32, INF,
-                                  NAN, OVERFLOW, RDN, RNE, ROD, RTZ, RUP, ZERO, exact_sum,
-                                  infinity, jit, round_pack, unpack)
+from hwsim.targets.floats import (FINITE, FLUSH_AFTER, FLUSH_BEFORE, INF, NAN, OVERFLOW, RDN,
+                                  RNE, ROD, RTZ, RUP, ZERO, exact_sum, infinity, jit, round_pack,
+                                  unpack)
 from hwsim.targets.sme.state import FPCR
 
 # Indices into the control array.
@@ -205,5 +205,3 @@ def bf16_dot_add(acc, a0, a1, b0, b1, ctl):
     dn = default_nan(ctl[SOP_DN_SIGN], 8, 23)
     return _bf_add(acc, _bf_add(_bf_mul(a0, b0, dn), _bf_mul(a1, b1, dn), dn), dn)
 
-
-FORMATS = {"bf16": BF16, "fp16": FP16, "fp32": FP32}

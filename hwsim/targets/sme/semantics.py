@@ -9,11 +9,12 @@ Every hazard on SME state is interlocked (the scoreboard below makes a consumer 
 producer's results), so an instruction performs its whole effect when it starts: no consumer can
 start before its ready time, and stores write memory when they start, so a later load sees them as
 program order requires. Resources: ``z0``-``z31``, ``p0``-``p15``, ``x0``-``x30``, ``sp``,
-``fpcr`` (MRS and MSR; MSR also writes all of ZA, see ``mopa``), and ZA as four row groups ``za0.s``-``za3.s`` (ZA rows equal to k modulo 4): a .S tile
-is one group, a .H tile two (ZA0.H = ZA0.S + ZA2.S), .B all four, and a .D tile the group holding
-it, so a chain on ZA0.S never waits for ZA1.S, while ZA0.H waits for both halves it overlaps. A
-slice write (LD1 to a tile, MOVA into a tile, LDR ZA) is a partial write of its groups: slice
-writes overlap each other, and the next full reader or writer waits for all of them.
+``fpcr`` (MRS and MSR; MSR also writes all of ZA, see ``mopa``), and ZA as four row groups
+``za0.s``-``za3.s`` (ZA rows equal to k modulo 4): a .S tile is one group, a .H tile two (ZA0.H =
+ZA0.S + ZA2.S), .B all four, and a .D tile the group holding it, so a chain on ZA0.S never waits
+for ZA1.S, while ZA0.H waits for both halves it overlaps. A slice write (LD1 to a tile, MOVA into
+a tile, LDR ZA) is a partial write of its groups: slice writes overlap each other, and the next
+full reader or writer waits for all of them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from hwsim.errors import HwsimError, ProgramError
-from hwsim.isa.sme import _PATTERNS, Instruction
+from hwsim.isa.sme import PATTERNS, Instruction
 from hwsim.targets.sme import kernels
 from hwsim.targets.sme.state import FPCR, MASK64
 from hwsim.timing.engine import Work
@@ -305,7 +306,7 @@ def fpcr_move(m, ins: Instruction) -> Recipe:
 
 def _pattern_count(pattern: int, elements: int) -> int:
     """Active elements of a PTRUE pattern (Arm ARM DecodePredCount)."""
-    name = _PATTERNS.get(pattern, "")
+    name = PATTERNS.get(pattern, "")
     if name == "all":
         return elements
     if name == "pow2":
