@@ -244,3 +244,22 @@ def test_bfmopa_through_the_machine_matches_the_kernel(m):
                           numerics.controls(0, True, "pseudocode"))
     assert np.array_equal(m.state.read_tile(2, 1), want)
     assert np.array_equal(want[17:], before[17:])   # inactive rows unmodified
+
+
+@pytest.mark.parametrize("feat,ebf,mode", [(False, 1, 2), (True, 0, 2), (True, 1, 1)])
+def test_widening_bfmopa_follows_fpcr_ebf_when_implemented(feat, ebf, mode):
+    m = hwsim.machine("sme", feat_ebf16=feat)
+    m.run("smstart\nptrue p1.h\n")
+    rng = np.random.default_rng(2)
+    bits = ((rng.integers(0, 2, (2, 32)) << 15) | (rng.integers(118, 136, (2, 32)) << 7)
+            | rng.integers(0, 128, (2, 32))).astype(np.uint16)
+    m.state.zv[2][0][:], m.state.zv[2][1][:] = bits
+    m.run(f"mov x0, #{ebf << 13}\nmsr fpcr, x0\nzero {{za}}\n"
+          "bfmopa za3.s, p1/m, p1/m, z0.h, z1.h\nbfmopa za3.s, p1/m, p1/m, z1.h, z0.h\n")
+    from hwsim.targets.sme import kernels, numerics
+    want = np.zeros((16, 16), np.uint32)
+    ones = np.ones(64, bool)
+    for zn, zm in ((bits[0], bits[1]), (bits[1], bits[0])):
+        kernels.mopa_dot2(want, 0, 1, zn, zm, ones, ones, False, mode,
+                          numerics.controls(0, True, "pseudocode"))
+    assert np.array_equal(m.state.read_tile(4, 3), want)

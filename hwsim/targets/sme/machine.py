@@ -136,7 +136,8 @@ class SmeMachine(Machine):
         return ctl
 
     def ebf(self) -> bool:
-        return bool(self.params.feat_ebf16 and FPCR.decode(self.state.fpcr, check=False)["EBF"])
+        """FPCR.EBF (RES0 without FEAT_EBF16): the widening BF16 products' behaviour."""
+        return bool(self.state.fpcr & FPCR.encode(EBF=1)) and self.params.feat_ebf16
 
     def memory_work(self, nbytes: int, load: bool, cycles: int = 0) -> Work:
         port = min(self.load_ports, key=_FREE_AT) if load else self.store_port

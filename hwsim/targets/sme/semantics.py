@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from hwsim.errors import HwsimError, ProgramError
-from hwsim.isa.sme import PATTERNS, Instruction
+from hwsim.isa.sme import KINDS, PATTERNS, Instruction
 from hwsim.targets.sme import kernels
 from hwsim.targets.sme.state import FPCR, MASK64
 from hwsim.timing.engine import Work
@@ -48,13 +48,14 @@ def groups(esize: int, tile: int) -> tuple[str, ...]:
 
 
 ALL_GROUPS = groups(1, 0)
+ZERO_REGISTERS = (KINDS["xzr"], KINDS["wzr"])   # operand kinds where register 31 reads as zero
 
 
 def xreg(ins: Instruction, name: str) -> tuple[int, tuple[str, ...]]:
     """(register index, resources) of an X/W operand: -1 and no resource for XZR/WZR."""
     n = ins.fields[name]
     kind = next(s.kind for s in ins.form.template.slots if name in s.names)
-    if n == 31 and kind.expect.endswith("zr"):
+    if n == 31 and kind in ZERO_REGISTERS:
         return -1, ()
     return n, ("sp",) if n == 31 else (f"x{n}",)
 
