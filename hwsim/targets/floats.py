@@ -45,11 +45,12 @@ jit = numba.njit(cache=True, nogil=True)
 
 @jit
 def _msb(x):
-    """Index of the most significant set bit of x > 0."""
+    """Index of the most significant set bit of x > 0 (binary search: called per rounding)."""
     n = 0
-    while x >> 1:
-        x >>= 1
-        n += 1
+    for step in (32, 16, 8, 4, 2, 1):
+        if x >> step:
+            x >>= step
+            n += step
     return n
 
 
