@@ -11,7 +11,7 @@ What a program says, from the V81 HMX Programmer's Reference Manual (80-N2040-62
 * one line per instruction, written as the manual's intrinsic call with integer arguments:
   ``Q6_activation_hf_mxmem_RR(0x0, (0b1110 << 7) | (31 << 2))``. Arguments are C integer
   constant expressions: literals (``42``, ``0x2a``, ``052``, ``0b101010``, suffixes ``u``/``l``)
-  combined with ``| & ^ << >> + - *``, ``~`` and parentheses. ``USR = <expr>`` sets USR bits 20
+  combined with ``| & ^ << >> + - * / %`` (C precedence), unary ``- ~`` and parentheses. ``USR = <expr>`` sets USR bits 20
   and 21 (every other bit must be zero: they are not modelled). The HVX and DMA lines of the
   machine (``hvx_*``, ``dma_*``) use the same call syntax with plain integer arguments;
 * the rules the manual states for a sequence: an activation is immediately followed by its
@@ -131,6 +131,28 @@ HMX_SPECS = [
 ]
 
 
+# The HVX and DMA lines of the machine (semantics in hwsim/targets/hmx/hvx.py and machine.py).
+HVX_SPECS = [
+    Spec("hvx_pack_act", "hvx", ints=("dst", "src", "h", "w", "c", "mask")),
+    Spec("hvx_unpack_act", "hvx", ints=("dst", "src", "h", "w", "c", "mask")),
+    Spec("hvx_pack_wgt", "hvx", ints=("dst", "src", "k_out", "k_in")),
+    Spec("hvx_pack_bias", "hvx", ints=("dst", "src", "k_out", "shape")),
+    Spec("hvx_add", "hvx", ints=("dst", "a", "b", "n")),
+    Spec("hvx_mul", "hvx", ints=("dst", "a", "b", "n")),
+    Spec("hvx_relu", "hvx", ints=("dst", "a", "n")),
+    Spec("hvx_clamp", "hvx", ints=("dst", "a", "n", "lo", "hi")),
+]
+_DMA_2D = ("row_bytes", "rows", "dst_stride", "src_stride")
+DMA_SPECS = [
+    Spec("dma_ddr_to_vtcm", "dma", ints=("dst", "src", "nbytes")),
+    Spec("dma_vtcm_to_ddr", "dma", ints=("dst", "src", "nbytes")),
+    Spec("dma_ddr_to_vtcm_2d", "dma", ints=("dst", "src") + _DMA_2D),
+    Spec("dma_vtcm_to_ddr_2d", "dma", ints=("dst", "src") + _DMA_2D),
+    Spec("dma_wait", "dma_wait"),
+]
+SPECS = {spec.name: spec for spec in HMX_SPECS + HVX_SPECS + DMA_SPECS}
+
+
 @dataclass(frozen=True, eq=False)
 class Instr:
     """One parsed line: its spec, decoded fields (all words merged), plain integer arguments
@@ -169,10 +191,20 @@ class Multiply:
 # -- integer constant expressions ---------------------------------------------------------------
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|0[bB][01]+|[0-9]+)(?P<suffix>[uUlL]*)"
-                    r"|(?P<op><<|>>|[-+*|&^~(),=;])|(?P<name>[A-Za-z_]\w*)|(?P<bad>\S))")
+                    r"|(?P<op><<|>>|[-+*/%|&^~(),=;])|(?P<name>[A-Za-z_]\w*)|(?P<bad>\S))")
+
+
+def _c_div(a: int, b: int) -> int:
+    """C division: truncates toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+# C precedence, loosest first; division by zero is caught where the operator is applied
 _BINARY = {"|": (1, int.__or__), "^": (2, int.__xor__), "&": (3, int.__and__),
            "<<": (4, int.__lshift__), ">>": (4, int.__rshift__),
-           "+": (5, int.__add__), "-": (5, int.__sub__), "*": (6, int.__mul__)}
+           "+": (5, int.__add__), "-": (5, int.__sub__),
+           "*": (6, int.__mul__), "/": (6, _c_div), "%": (6, lambda a, b: a - _c_div(a, b) * b)}
 _SUFFIXES = {"", "u", "l", "ul", "lu", "ll", "ull", "llu"}
 
 
@@ -235,8 +267,14 @@ def _expression(tokens: _Tokens, min_prec: int = 1) -> int:
         kind, text, _, _ = tokens.peek()
         if kind != "op" or text not in _BINARY or _BINARY[text][0] < min_prec:
             return value
-        prec, fn = _BINARY[tokens.take()[1]]
-        value = fn(value, _expression(tokens, prec + 1))
+        _, op, _, col = tokens.take()
+        prec, fn = _BINARY[op]
+        right = _expression(tokens, prec + 1)
+        if op in ("/", "%") and right == 0:
+            raise TraceSyntaxError(tokens.loc.at(col), "division by zero")
+        if op in ("<<", ">>") and right < 0:
+            raise TraceSyntaxError(tokens.loc.at(col), f"shift by a negative count {right}")
+        value = fn(value, right)
 
 
 def _unary(tokens: _Tokens) -> int:
@@ -380,7 +418,7 @@ def pair(items: list) -> list:
     return program
 
 
-def parse_program(lines: list[tuple[str, Location]], specs: dict[str, Spec]) -> list:
+def parse_program(lines: list[tuple[str, Location]], specs: dict[str, Spec] = SPECS) -> list:
     """Trace lines -> program items (``Instr`` and ``Multiply``), fully checked."""
     items = []
     cache: dict = {}
