@@ -74,12 +74,9 @@ def fp16_clamp(a, out, lo, hi):
         x = a[i]
         if unpack(x, 5, 10)[0] == NAN:
             out[i] = FP16_NAN
-        elif _key(x) < _key(lo):
-            out[i] = lo
-        elif _key(x) > _key(hi):
-            out[i] = hi
         else:
-            out[i] = x
+            y = lo if _key(x) < _key(lo) else x
+            out[i] = hi if _key(y) > _key(hi) else y
 
 
 def fp16_binary_twin(a, b, out, mul):
@@ -92,12 +89,16 @@ def fp16_binary_twin(a, b, out, mul):
 
 def fp16_clamp_twin(a, out, lo, hi):
     """numpy twin of ``fp16_clamp``: compares as float16, -0 below +0."""
-    x = a.view(np.float16)
     bound = np.array([lo, hi], dtype=np.uint16)
-    below = (x < bound[:1].view(np.float16)) | ((a == 0x8000) & (lo == 0))
-    above = (x > bound[1:].view(np.float16)) | ((a == 0) & (hi == 0x8000))
-    result = np.where(below, bound[0], np.where(above, bound[1], a))
-    out[:] = np.where(np.isnan(x), FP16_NAN, result)
+    lo_v, hi_v = bound.view(np.float16)
+
+    def less(x_bits, y_bits, y_value):  # x < y in value, with -0 < +0
+        x = x_bits.view(np.float16)
+        return (x < y_value) | ((x == 0) & (y_value == 0) & (x_bits > y_bits))
+
+    y = np.where(less(a, bound[0], lo_v), bound[0], a)
+    y = np.where(less(bound[1:].repeat(y.size), y, y.view(np.float16)), bound[1], y)
+    out[:] = np.where(np.isnan(a.view(np.float16)), FP16_NAN, y)
 
 
 @dataclass
@@ -201,6 +202,8 @@ def check(instr) -> None:
         if name in LIMITS:
             if not 0 <= value <= LIMITS[name]:
                 raise instr.error(f"{name} = {value:#x}: expected 0..{LIMITS[name]:#x}", i)
+            if name in ("lo", "hi") and value & 0x7C00 == 0x7C00 and value & 0x3FF:
+                raise instr.error(f"{name} = {value:#x}: expected an FP16 bound, not a NaN", i)
         elif name in ("h", "w", "c", "k_out", "k_in", "n") and value <= 0:
             raise instr.error(f"{name} = {value}: expected a positive size", i)
         align = ALIGN.get(instr.spec.name, {}).get(name, 2)
