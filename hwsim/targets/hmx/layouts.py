@@ -179,10 +179,8 @@ def weights_matrix(data) -> np.ndarray:
 
 def pack_bias_words(words) -> np.ndarray:
     """64-bit bias registers (a multiple of 32) -> 256-byte sets: low halves, then high."""
-    words = np.asarray(words, dtype=np.uint64).reshape(-1, CHANNELS)
-    low = (words & np.uint64(0xFFFFFFFF)).astype("<u4")
-    high = (words >> np.uint64(32)).astype("<u4")
-    return np.concatenate([low, high], axis=1).reshape(-1).view(np.uint8)
+    halves = np.asarray(words, dtype="<u8").reshape(-1, CHANNELS).view("<u4")  # low, high
+    return halves.reshape(-1, CHANNELS, 2).transpose(0, 2, 1).copy().reshape(-1).view(np.uint8)
 
 
 def unpack_bias_words(data) -> np.ndarray:
@@ -190,8 +188,8 @@ def unpack_bias_words(data) -> np.ndarray:
     raw = np.ascontiguousarray(np.asarray(data, dtype=np.uint8)).reshape(-1)
     if raw.size % BIAS_SET_BYTES:
         raise ValueError(f"bias: expected a multiple of {BIAS_SET_BYTES} bytes, found {raw.size}")
-    halves = raw.view("<u4").reshape(-1, 2, CHANNELS).astype(np.uint64)
-    return (halves[:, 1] << np.uint64(32) | halves[:, 0]).reshape(-1)
+    halves = raw.view("<u4").reshape(-1, 2, CHANNELS).transpose(0, 2, 1).copy()
+    return halves.view("<u8").reshape(-1).astype(np.uint64)
 
 
 def pack_bias(scale, output_bias=0.0, input_bias=0.0, shape=0) -> np.ndarray:

@@ -55,13 +55,18 @@ class HmxState:
         self.acc = np.zeros((2, CELLS, CELLS), dtype=np.uint64)
         self.primary = 0
         self.bias = np.zeros((4, CELLS), dtype=np.uint64)
-        self.bias_fields = [BIAS_REG.decode_array(words) for words in self.bias]
+        self._fields: list = [None] * 4  # the decoded fields of a set, made when first used
         self.cvt = np.zeros((CELLS, CELLS), dtype=np.uint32)  # FP16 << 4 | 4 extra bits
         self.usr = 0
 
     def set_bias(self, index: int, words: np.ndarray) -> None:
         self.bias[index] = words
-        self.bias_fields[index] = BIAS_REG.decode_array(words)
+        self._fields[index] = None
+
+    def bias_fields(self, index: int) -> dict[str, np.ndarray]:
+        if self._fields[index] is None:
+            self._fields[index] = BIAS_REG.decode_array(self.bias[index])
+        return self._fields[index]
 
 
 @dataclass
@@ -101,6 +106,7 @@ class HmxMachine(Machine):
         self.spaces = {"vtcm": AddressSpace("vtcm", p.vtcm_size, p.vtcm_base),
                        "ddr": AddressSpace("ddr", p.ddr_size, p.ddr_base)}
         self.state = HmxState()
+        self._blocks = tuple(Resource(("vtcm", b)) for b in range(p.vtcm_size // CROUTON_BYTES))
         self.acc_format = (p.acc_exp_bits, 36 - p.acc_exp_bits)
         self.acc_round_group = p.acc_round_group
         self.shapes = numerics.shape_table(p.shape_row3)
@@ -129,6 +135,8 @@ class HmxMachine(Machine):
             return Step(item, plan)
         elif kind == "dma":
             return Step(item, self._plan_dma(item))
+        elif kind == "usr":
+            return Step(item, USR.encode(**f))
         return Step(item)
 
     def _in_vtcm(self, item, addr: int, nbytes: int, arg: int, what: str = "") -> None:
@@ -178,6 +186,7 @@ class HmxMachine(Machine):
     # -- timing ------------------------------------------------------------------------------
     def build(self, engine: Engine) -> None:
         t = self.timing
+        self._costs: dict[str, float] = {}
         self.units = {
             "mpy": engine.unit("mpy", t.hmx_queue_depth, self.peak_macs_per_cycle()),
             "cvt": engine.unit("cvt", t.hmx_queue_depth),
@@ -205,10 +214,14 @@ class HmxMachine(Machine):
         """The 2 KB VTCM blocks of a range: the resources HMX and HVX order their accesses by."""
         first = (addr - self.spaces["vtcm"].base) // CROUTON_BYTES
         last = (addr + nbytes - 1 - self.spaces["vtcm"].base) // CROUTON_BYTES
-        return tuple(Resource(("vtcm", block)) for block in range(first, last + 1))
+        return self._blocks[first:last + 1]
 
     def cycles(self, name: str, count: float = 1.0) -> int:
-        return math.ceil(getattr(self.timing, name) * count)
+        """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
+        cost = self._costs.get(name)
+        if cost is None:
+            cost = self._costs[name] = getattr(self.timing, name)
+        return math.ceil(cost * count)
 
 
 class Resource(tuple):
@@ -312,7 +325,7 @@ def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     ebits, mbits = m.acc_format
 
     def execute() -> Work:
-        b = state.bias_fields[sel]
+        b = state.bias_fields(sel)
         out = np.empty((CELLS, CELLS), dtype=np.uint32)
         numerics.convert(state.acc[index], b["input_bias"], b["shape"], b["scale"],
                          b["output_bias"], state.cvt, out, m.shapes, f["fb_dest"], f["fb_op"],
@@ -372,7 +385,7 @@ def _clear(m: HmxMachine, step: Step, issue: _Issue) -> Op:
 
 
 def _usr(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    value = USR.encode(**step.item.fields)
+    value = step.plan
 
     def execute() -> Work:
         return Work(m.cycles("usr_cycles"), commit=lambda: setattr(m.state, "usr", value))
