@@ -44,7 +44,8 @@ SHAPE_KINDS = {"identity": 0, "min0": 1, "max0": 2, "abs": 3}
 
 def shape_table(row3: str) -> np.ndarray:
     """Table 5 as codes (4 = negate, plus a kind): rows 3 and 7 read ``x`` and ``- x`` in the
-    text; ``row3`` = "abs" reads them as |x| and -|x|, "identity" as printed."""
+    text (hexagon-v81-hmx-prm.txt line 359); ``row3`` = "abs" reads them as |x| and -|x|,
+    "identity" as printed."""
     kinds = ["identity", "min0", "max0", row3]
     return np.array([SHAPE_KINDS[k] for k in kinds] + [4 + SHAPE_KINDS[k] for k in kinds],
                     dtype=np.int64)
@@ -390,6 +391,8 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
         ct, st, mt, et = NAN, 0, np.int64(0), np.int64(0)
     elif ca == INF or cb == INF:
         ct, st, mt, et = INF, sa if ca == INF else sb, np.int64(0), np.int64(0)
+    elif ca == FINITE and cb == ZERO:  # x + 0 is x, already in the accumulator format
+        ct, st, mt, et = ca, sa, ma, ea
     else:
         sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
         t = round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]

@@ -25,9 +25,10 @@ PARAMS = ParamTable([
     Param("acc_round_group", 0, "channels", "assumption: the manual gives no rounding points; 0 "
           "rounds each instruction's exact dot product once", kind="arch", minimum=0,
           maximum=1024, doc="input channels summed exactly per rounding (0: per instruction)"),
-    Param("shape_row3", "abs", "", "manual Table 5 rows 3 and 7 print 'x' and '- x', duplicates "
-          "of rows 0 and 4: read as |x| and -|x| lost in the text ('identity': as printed)",
-          kind="arch", choices=("abs", "identity")),
+    Param("shape_row3", "abs", "", "manual Table 5 (hexagon-v81-hmx-prm.txt line 359): rows 3 "
+          "and 7 print 'x' and '- x', duplicates of rows 0 and 4; read as |x| and -|x| whose bars "
+          "were lost in the text ('identity': as printed)", kind="arch",
+          choices=("abs", "identity")),
     # -- timing ---------------------------------------------------------------------------------
     Param("clock_hz", 2.11e9, "Hz", f"{V79}: Hexagon V79 at about 2.11 GHz"),
     Param("mpy_setup_cycles", 8, "cycles", f"{V79}: one engine call with one tile step takes "
