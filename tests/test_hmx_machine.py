@@ -191,6 +191,17 @@ def O_loc(i):
     return Location("t", i + 1, 1)
 
 
+def test_python_programs_pair_activations_with_weights():
+    from hwsim.isa.hmx import Multiply, parse_program
+    m, a, w = machine_with()
+    pair = parse_program([(ACT, O_loc(0)), ("Q6_weight_hf_mxmem_RR(0x800, 0x7ff)", O_loc(1))])[0]
+    act, wgt = pair.act, pair.wgt
+    with pytest.raises(ProgramError, match="pair them with hwsim.isa.hmx.Multiply"):
+        m.run([act, wgt])
+    m.run([Multiply(act, wgt)])
+    assert m.state.acc[0].any()
+
+
 def test_configuration_errors():
     with pytest.raises(ConfigError, match="vtcm_base 0x100"):
         hwsim.machine("hmx", vtcm_base=0x100)

@@ -123,6 +123,9 @@ class HmxMachine(Machine):
             return Step(item, self._plan_multiply(item))
         check_instr(item)
         kind, f = item.kind, item.fields
+        if kind not in BUILDERS:
+            raise item.error("an activation and its weight form one multiply: pair them with "
+                             "hwsim.isa.hmx.Multiply (parse_program does)")
         if kind in ("bias_load", "bias_store"):
             self._in_vtcm(item, f["address"], BIAS_SET_BYTES, 0)
         elif kind == "cvt_write":

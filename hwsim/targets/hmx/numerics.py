@@ -17,7 +17,9 @@ rounding points. These are the choices, each a parameter where a reading is open
   format; ``X = shape(t)`` exactly; ``C = s * X + b_o`` (with the feedback limit applied to
   ``s`` or ``b_o``) computed exactly and rounded once, to nearest even, to FP16 (``rnd = 0``)
   or to FP16 with 4 extra mantissa bits (``rnd = 1``), overflow and Inf/NaN per Table 7.
-  The feedback limit is IEEE 754-2019 ``minimum``/``maximum`` (NaN wins, -0 < +0).
+  The feedback limit is IEEE 754-2019 ``minimum``/``maximum`` (NaN wins, -0 < +0). The write
+  to VTCM (2.4) stores the FP16 part, the upper 16 bits of the convert state: the 4 extra bits
+  are "internal to the convert state and only used for feedback" (chapter 5).
 * **USR[20] = 0** (Inf/NaN off, Table 7): FP16 data has no Inf or NaN, the all-ones exponent is
   an ordinary binade (maxpos = 0x7FFF, 131008), for inputs (activations, weights, bias fields,
   feedback) and outputs alike, as the QEMU model does.
