@@ -65,8 +65,10 @@ ACT_DEEP_RT = _activation_rt(Field("dc", "31:11", allowed=lambda v: v <= 31,
 ACT_SINGLE_RT = _activation_rt(Field("dy", "31:11", signed=True, in_place=True,
                                      doc="signed distance to the second crouton (4.4.1)"))
 
-WGT_RS = Word("weight.Rs", [_address("31:7", VECTOR_BYTES), Reserved("6"),
-                            Field("negate", "5", doc="MAC = A * -W"), Reserved("4:0")])
+_ALIGN_128 = "reserved (128-byte alignment)"
+WGT_RS = Word("weight.Rs", [_address("31:7", VECTOR_BYTES), Reserved("6", name=_ALIGN_128),
+                            Field("negate", "5", doc="MAC = A * -W"),
+                            Reserved("4:0", name=_ALIGN_128)])
 WGT_RT = Word("weight.Rt", [Field("dw", "31:7", in_place=True,
                                   doc="distance to the last 128-byte weight vector"),
                             Reserved("6:0", ones=True)])
@@ -84,7 +86,8 @@ CVT_RS = Word("convert.Rs", [
           expect="0 (none), 1 (output bias) or 2 (scale)", doc="feedback destination"),
     Reserved("1"), Field("acc", "0", doc="0: clear accumulator and swap; 1: retain")])
 
-WR_RS = Word("write.Rs", [_address("31:11", CROUTON_BYTES), Reserved("10:0")])
+WR_RS = Word("write.Rs", [_address("31:11", CROUTON_BYTES),
+                          Reserved("10:0", name="reserved (2 KB alignment)")])
 WR_RT = Word("write.Rt", [Reserved("31:11"), Field("spatial_mask", "10:7,1"),
                           Reserved("6:2"), Reserved("0")])
 
