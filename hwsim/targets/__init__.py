@@ -13,6 +13,7 @@ from hwsim.errors import ConfigError
 MACHINES = {
     # name: "module:Class"
     "hmx": "hwsim.targets.hmx.machine:HmxMachine",
+    "gap9": "hwsim.targets.gap9.machine:Gap9",
 }
 
 
