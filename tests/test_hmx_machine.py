@@ -293,3 +293,17 @@ def test_every_parameter_is_read_by_a_run_and_has_a_source():
 def hwsim_examples():
     from pathlib import Path
     return Path(__file__).resolve().parents[1] / "examples" / "hmx"
+
+
+def test_calibration_against_the_v79_measurements():
+    # FACTS.md (V79): engine call 22-26 cycles; crouton pack 91-104 warm, 392 cold from DDR;
+    # weight crouton pack 180-188; output crouton unpack 86-126
+    m, _, _ = machine_with()
+    assert 22 <= run(m, ACT, "Q6_weight_hf_mxmem_RR(0x800, 0x7ff)").cycles <= 26
+    pack = "hvx_pack_act(0x10000, 0x20000, 8, 4, 32, 0b11100)"
+    hvx_cycles = lambda r: r.stats["units"]["hvx"]["busy"]  # noqa: E731
+    assert 91 <= hvx_cycles(run(m, pack)) <= 104
+    assert 180 <= hvx_cycles(run(m, "hvx_pack_wgt(0x10000, 0x20000, 32, 32)")) <= 188
+    assert 86 <= hvx_cycles(run(m, "hvx_unpack_act(0x20000, 0x10000, 8, 4, 32, 0b11100)")) <= 126
+    cold = run(m, "dma_ddr_to_vtcm(0x20000, 0x80000000, 2048)", "dma_wait()", pack).cycles
+    assert abs(cold - 392) / 392 < 0.06  # 409 cycles: DMA setup + 2 KB at 96.4 GB/s + latency
