@@ -1,7 +1,5 @@
 """HVX work: FP16 elementwise kernels against exact rationals and their twins; layout ops."""
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

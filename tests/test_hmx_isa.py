@@ -24,7 +24,8 @@ def test_manual_register_values():
     rs = hmx.ACT_SINGLE_RS.decode(((0b10100 >> 1) << 7) | ((0b10100 & 1) << 1))
     assert rs == dict(address=0, offset=0b10100, channel_start=0)
     assert hmx.ACT_SINGLE_RT.decode(2048 | 0x77C)["dy"] == 2048
-    assert hmx.ACT_SINGLE_RT.decode(hmx.ACT_SINGLE_RT.encode(dy=-4096, channel_stop=31))["dy"] == -4096
+    word = hmx.ACT_SINGLE_RT.encode(dy=-4096, channel_stop=31)
+    assert hmx.ACT_SINGLE_RT.decode(word)["dy"] == -4096
     # section 4.2.2: dC + 1 = 3 croutons; weights: Rt = size - 1 (dW plus all-ones bits 6:0)
     assert hmx.ACT_DEEP_RT.decode((2 << 11) | 0x77C)["dc"] == 2
     assert hmx.WGT_RT.decode(2048 - 1) == {"dw": 2048 - 128}
@@ -85,7 +86,7 @@ def test_syntax_errors_name_the_column(line, message):
 
 @pytest.mark.parametrize("lines, message", [
     (["Q6_activation_hf_mxmem_RR(0x0, 0x77c)", "Q6_mxclracc_hf()"],
-     r"t.trace:1:1: .*activation is not followed by its weight \(found Q6_mxclracc_hf at t.trace:2"),
+     r"t.trace:1:1: .*not followed by its weight \(found Q6_mxclracc_hf at t.trace:2"),
     (["Q6_activation_hf_mxmem_RR(0x0, 0x77c)"], r"t.trace:1:1: .*end of program"),
     (["Q6_weight_hf_mxmem_RR(0x800, 0x7ff)"], r"t.trace:1:1: .*weight without an activation"),
     (["Q6_activation_hf_mxmem_RR_deep(0x0, (32 << 11) | 0x77c)"],
@@ -102,7 +103,8 @@ def test_syntax_errors_name_the_column(line, message):
     (["Q6_activation_hf_mxmem_RR_single(0x80 | 0x2, 0x800 | 0x77c)"],
      r"t.trace:1:34: .*offset = 0b00011 has X bits set under spatial_mask 0b11100"),
     (["Q6_weight_hf_mxmem_RR(0x800, 0x780)"], r"t.trace:1:30: .*reserved\[6:0\] = 0, expected all"),
-    (["Q6_weight_hf_mxmem_RR(0x840, 0x7ff)"], r"t.trace:1:23: .*weight.Rs: field reserved \(128-byte alignment\)\[6\]"),
+    (["Q6_weight_hf_mxmem_RR(0x840, 0x7ff)"],
+     r"t.trace:1:23: .*weight.Rs: field reserved \(128-byte alignment\)\[6\]"),
     (["Q6_bias_mxmem2_A(0x1010)"], r"t.trace:1:18: .*256-byte alignment\)\[7:2\] = 4"),
     (["Q6_cvt_hf_acc_R(3 << 2)"], r"field fb_dest = 3, expected 0 \(none\), 1 \(output bias\)"),
     (["Q6_cvt_hf_acc_R(1 << 14)"], r"convert.Rs: field reserved\[31:14\]"),

@@ -167,18 +167,21 @@ def test_inputs_with_inf_nan_follow_usr20():
     (["Q6_activation_hf_mxmem_RR(0x800000, 0x77c)", "Q6_weight_hf_mxmem_RR(0x800, 0x7ff)"],
      r"t:1:27: .*crouton 0: memory fault in vtcm: 2048 bytes at 0x800000: outside"),
     (["Q6_activation_hf_mxmem_RR_deep(0x7ff000, 2 << 11 | 0x77c)",
-      "Q6_weight_hf_mxmem_RR(0x800, 0x7ff)"], r"t:1:42: .*crouton 2: memory fault in vtcm: 2048 bytes at 0x800000"),
+      "Q6_weight_hf_mxmem_RR(0x800, 0x7ff)"],
+     r"t:1:42: .*crouton 2: memory fault in vtcm: 2048 bytes at 0x800000"),
     (["Q6_activation_hf_mxmem_RR_single(0x0, -2048 | 0x77c)",
       "Q6_weight_hf_mxmem_RR(0x800, 0x7ff)"], r"t:1:39: .*crouton 1: .* at -0x800"),
     (["Q6_activation_hf_mxmem_RR(0x0, 0x77c)", "Q6_weight_hf_mxmem_RR(0x7ffc00, 0x7ff)"],
      r"t:2:33: .*weight range: memory fault in vtcm: 2048 bytes at 0x7ffc00"),
     (["Q6_bias_mxmem2_A(0x7fff00 + 0x100)"], r"t:1:18: .*256 bytes at 0x800000"),
-    (["hvx_pack_act(0x10, 0x0, 8, 4, 32, 0b11100)"], r"t:1:14: .*dst = 0x10: expected a multiple of 2048"),
+    (["hvx_pack_act(0x10, 0x0, 8, 4, 32, 0b11100)"],
+     r"t:1:14: .*dst = 0x10: expected a multiple of 2048"),
     (["hvx_add(0x0, 0x100, 0x200, 0)"], r"t:1:28: .*n = 0: expected a positive size"),
     (["hvx_clamp(0x0, 0x0, 64, 0, 0x10000)"], r"t:1:28: .*hi = 0x10000: expected 0..0xffff"),
     (["hvx_relu(0x7ffff0, 0x0, 64)"], r"memory fault in vtcm: 128 bytes at 0x7ffff0"),
     (["dma_ddr_to_vtcm(0x0, 0x0, 64)"], r"t:1:1: .*memory fault in ddr: .* at 0x0: outside"),
-    (["dma_ddr_to_vtcm_2d(0x0, 0x80000000, 64, 0, 64, 64)"], r"t:1:41: .*rows = 0: expected a positive size"),
+    (["dma_ddr_to_vtcm_2d(0x0, 0x80000000, 64, 0, 64, 64)"],
+     r"t:1:41: .*rows = 0: expected a positive size"),
 ])
 def test_machine_program_errors(lines, message):
     m = hwsim.machine("hmx")
@@ -211,7 +214,7 @@ def test_configuration_errors():
     assert m.memory("vtcm").base == 0xD800_0000 and m.memory("vtcm").size == 4 << 20
 
 
-# -- timing -----------------------------------------------------------------------------------------
+# -- timing ---------------------------------------------------------------------------------------
 
 def intervals(result, unit):
     return [(s, s + c, label) for u in result.units if u.name == unit for s, c, label, _ in u.log]
@@ -273,7 +276,7 @@ def test_hvx_and_hmx_are_ordered_through_vtcm():
     assert intervals(r, "mpy")[0][0] >= hvx[1][1]  # the multiply waits for its weights
 
 
-# -- parameters -------------------------------------------------------------------------------------
+# -- parameters -----------------------------------------------------------------------------------
 
 def test_every_parameter_is_read_by_a_run_and_has_a_source():
     m = hwsim.machine("hmx")

@@ -80,7 +80,7 @@ def round_fp16_plus4(x: np.ndarray) -> np.ndarray:
     return np.rint(x / quantum) * quantum
 
 
-# -- the examples -----------------------------------------------------------------------------------
+# -- the examples ---------------------------------------------------------------------------------
 
 def manual_examples() -> dict[str, np.ndarray]:
     act, wgt, diag = act_cells(), write_wgt_vtcm(), np.arange(32.0)

@@ -11,9 +11,10 @@ What a program says, from the V81 HMX Programmer's Reference Manual (80-N2040-62
 * one line per instruction, written as the manual's intrinsic call with integer arguments:
   ``Q6_activation_hf_mxmem_RR(0x0, (0b1110 << 7) | (31 << 2))``. Arguments are C integer
   constant expressions: literals (``42``, ``0x2a``, ``052``, ``0b101010``, suffixes ``u``/``l``)
-  combined with ``| & ^ << >> + - * / %`` (C precedence), unary ``- ~`` and parentheses. ``USR = <expr>`` sets USR bits 20
-  and 21 (every other bit must be zero: they are not modelled). The HVX and DMA lines of the
-  machine (``hvx_*``, ``dma_*``) use the same call syntax with plain integer arguments;
+  combined with ``| & ^ << >> + - * / %`` (C precedence), unary ``- ~`` and parentheses.
+  ``USR = <expr>`` sets USR bits 20 and 21 (every other bit must be zero: they are not
+  modelled). The HVX and DMA lines of the machine (``hvx_*``, ``dma_*``) use the same call
+  syntax with plain integer arguments;
 * the rules the manual states for a sequence: an activation is immediately followed by its
   weight (section 2.2), channel ranges in steps of 8 (4.1.1; start below stop within one
   crouton, 4.2.4), the single's offset only in the mask's Y bits (4.4.1).

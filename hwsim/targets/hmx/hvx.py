@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
-from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, jit, round_pack, unpack
+from hwsim.targets.floats import INF, NAN, RNE, ZERO, jit, round_pack, unpack
 from hwsim.targets.hmx import layouts
 from hwsim.targets.hmx.numerics import exact_add
 
