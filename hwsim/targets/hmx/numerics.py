@@ -35,9 +35,10 @@ import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
 
-FP16 = (5, 10)
-CVT = (5, 14)  # FP16 with 4 extra mantissa bits: scale, output bias, convert state (Table 4)
-IN_BIAS = (5, 15)  # FP16 with 5 extra mantissa bits: input bias (Table 4)
+EXP = 5  # exponent bits of FP16 and of its extended forms
+M_FP16 = 10  # fraction bits of FP16
+M_CVT = 14  # FP16 with 4 extra mantissa bits: scale, output bias, convert state (Table 4)
+M_IN_BIAS = 15  # FP16 with 5 extra mantissa bits: input bias (Table 4)
 LIMB_BITS = 30
 LIMBS = 6  # 180 bits from 2^-48: any accumulator of up to 8 exponent bits plus a product sum
 UNIT_EXP = -48  # lsb of the exact product sum: the smallest FP16 product is 2^-24 * 2^-24
@@ -135,8 +136,8 @@ def _special_sum(act, wgt, s, o, negate, infnan, cur_cls, cur_sign):
     neg = cur_cls == INF and cur_sign == 1
     nan = cur_cls == NAN
     for k in range(act.shape[0]):
-        ca, sa, _, _ = decode(act[k, s], 5, 10, infnan)
-        cw, sw, _, _ = decode(wgt[k, o], 5, 10, infnan)
+        ca, sa, _, _ = decode(act[k, s], EXP, M_FP16, infnan)
+        cw, sw, _, _ = decode(wgt[k, o], EXP, M_FP16, infnan)
         if ca == NAN or cw == NAN or (ca == INF and cw == ZERO) or (ca == ZERO and cw == INF):
             nan = True
         elif ca == INF or cw == INF:
@@ -289,7 +290,7 @@ def _fp16_values(bits, infnan):
     """FP16 bits -> object array of exact values as (integer in units of 2^-24) or float inf/nan."""
     out = np.empty(bits.shape, dtype=object)
     for index, b in np.ndenumerate(bits):
-        cls, sign, sig, exp = (int(v) for v in decode.py_func(int(b), 5, 10, infnan))
+        cls, sign, sig, exp = (int(v) for v in decode.py_func(int(b), EXP, M_FP16, infnan))
         if cls == NAN:
             out[index] = float("nan")
         elif cls == INF:
@@ -328,7 +329,7 @@ def _twin_round(cur: int, terms, ebits, mbits) -> int:
 def special_out(nan, sign, mbits, usr20, usr21, ovf):
     """Table 7: the (5, mbits) bits for an Inf (``nan`` false) or NaN result."""
     ones = (1 << mbits) - 1
-    top = 1 << (5 + mbits)
+    top = 1 << (EXP + mbits)
     if usr20 == 0:
         return (top if nan or sign else 0) | (31 << mbits) | ones
     if ovf == 0:
@@ -343,28 +344,28 @@ def round_out(sign, sig, exp, sticky, mbits, usr20, ovf):
     """Round a finite value once to (5, mbits), overflow per Table 7. With USR[20] = 0 the
     all-ones exponent is one more binade: values from 2^15 up round as half their value (the
     same relative rounding) one binade higher, saturating at 0x7FFF."""
-    if usr20 == 0 and sig != 0 and _msb(sig) + exp >= 15:
-        bits, _ = round_pack(sign, sig, exp - 1, sticky, 5, mbits, RNE, False, True)
+    if usr20 == 0 and sig != 0 and _msb(sig) + exp >= 15:  # 2^15 and up: the top two binades
+        bits, _ = round_pack(sign, sig, exp - 1, sticky, EXP, mbits, RNE, False, True)
         return np.int64(bits) + (np.int64(1) << mbits)
-    bits, _ = round_pack(sign, sig, exp, sticky, 5, mbits, RNE, False, usr20 == 1 and ovf == 1)
+    bits, _ = round_pack(sign, sig, exp, sticky, EXP, mbits, RNE, False, usr20 == 1 and ovf == 1)
     return np.int64(bits)
 
 
 @jit
 def _order_key(bits, mbits):
     """Total order of non-NaN (5, mbits) bits by value, -0 below +0."""
-    magnitude = np.int64(bits) & ((np.int64(1) << (5 + mbits)) - 1)
-    return -magnitude - 1 if (np.int64(bits) >> (5 + mbits)) & 1 else magnitude
+    magnitude = np.int64(bits) & ((np.int64(1) << (EXP + mbits)) - 1)
+    return -magnitude - 1 if (np.int64(bits) >> (EXP + mbits)) & 1 else magnitude
 
 
 @jit
 def limit(bits, prev, fb_op, infnan):
     """min (fb_op 0) or max (1) of two FP16+4 values, IEEE 754-2019: a NaN wins."""
-    if decode(bits, 5, 14, infnan)[0] == NAN:
+    if decode(bits, EXP, M_CVT, infnan)[0] == NAN:
         return bits
-    if decode(prev, 5, 14, infnan)[0] == NAN:
+    if decode(prev, EXP, M_CVT, infnan)[0] == NAN:
         return prev
-    prev_larger = _order_key(prev, 14) > _order_key(bits, 14)
+    prev_larger = _order_key(prev, M_CVT) > _order_key(bits, M_CVT)
     return prev if prev_larger == (fb_op == 1) else bits
 
 
@@ -386,9 +387,9 @@ def _shape(cls, sign, kind):
 @jit
 def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ovf, usr20, usr21):
     """One cell of the convert: the (5, 14) bits of s * shape(ACC + b_i) + b_o."""
-    m_out = 14 if rnd else 10
+    m_out = M_CVT if rnd else M_FP16
     ca, sa, ma, ea = unpack(acc_bits, ebits, mbits)
-    cb, sb, mb, eb = decode(in_bias, 5, 15, usr20)
+    cb, sb, mb, eb = decode(in_bias, EXP, M_IN_BIAS, usr20)
     if ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
         ct, st, mt, et = NAN, 0, np.int64(0), np.int64(0)
     elif ca == INF or cb == INF:
@@ -400,8 +401,8 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
         t = round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]
         ct, st, mt, et = unpack(t, ebits, mbits)
     ct, st = _shape(ct, st, kind)
-    cs, ss, ms, es = decode(scale, 5, 14, usr20)
-    co, so, mo, eo = decode(out_bias, 5, 14, usr20)
+    cs, ss, ms, es = decode(scale, EXP, M_CVT, usr20)
+    co, so, mo, eo = decode(out_bias, EXP, M_CVT, usr20)
     cp, sp = NAN, ss ^ st
     if cs != NAN and ct != NAN:
         if cs == INF or ct == INF:
@@ -416,7 +417,7 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
         mp = ms * mt if cp == FINITE else np.int64(0)
         sign, sig, exp, sticky = exact_add(sp, mp, es + et, so, mo, eo)
         if sig == 0:
-            y = np.int64(sign) << (5 + m_out)
+            y = np.int64(sign) << (EXP + m_out)
         else:
             y = round_out(sign, sig, exp, sticky, m_out, usr20, ovf)
     return y if rnd else y << 4
