@@ -33,16 +33,17 @@ import numpy as np
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
 from hwsim.targets.floats import INF, NAN, RNE, ZERO, jit, round_pack, unpack
 from hwsim.targets.hmx import layouts
-from hwsim.targets.hmx.numerics import exact_add
+from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
 
-FP16_NAN = 0x7E00
+FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
+
 
 @jit
 def fp16_binary(a, b, out, mul):
     """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each."""
     for i in range(a.size):
-        ca, sa, ma, ea = unpack(a[i], 5, 10)
-        cb, sb, mb, eb = unpack(b[i], 5, 10)
+        ca, sa, ma, ea = unpack(a[i], EXP, M_FP16)
+        cb, sb, mb, eb = unpack(b[i], EXP, M_FP16)
         if mul:
             sign = sa ^ sb
             if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
@@ -50,14 +51,14 @@ def fp16_binary(a, b, out, mul):
             elif ca == INF or cb == INF:
                 out[i] = (sign << 15) | 0x7C00
             else:
-                out[i] = round_pack(sign, ma * mb, ea + eb, False, 5, 10, RNE, False, False)[0]
+                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False, False)[0]
         elif ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
             out[i] = FP16_NAN
         elif ca == INF or cb == INF:
             out[i] = ((sa if ca == INF else sb) << 15) | 0x7C00
         else:
             sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
-            out[i] = round_pack(sign, sig, exp, sticky, 5, 10, RNE, False, False)[0]
+            out[i] = round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
 
 
 @jit
@@ -72,7 +73,7 @@ def fp16_clamp(a, out, lo, hi):
     """``out = min(max(a, lo), hi)`` on FP16 bits; a NaN stays NaN."""
     for i in range(a.size):
         x = a[i]
-        if unpack(x, 5, 10)[0] == NAN:
+        if unpack(x, EXP, M_FP16)[0] == NAN:
             out[i] = FP16_NAN
         else:
             y = lo if _key(x) < _key(lo) else x
