@@ -51,7 +51,8 @@ def fp16_binary(a, b, out, mul):
             elif ca == INF or cb == INF:
                 out[i] = (sign << 15) | 0x7C00
             else:
-                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False, False)[0]
+                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False,
+                                    False)[0]
         elif ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
             out[i] = FP16_NAN
         elif ca == INF or cb == INF:
