@@ -3,7 +3,7 @@
     import hwsim
     m = hwsim.machine("hmx")
     m.memory("vtcm").write(0x0, data)
-    result = m.run("examples/hmx/basic.trace")
+    result = m.run("examples/hmx/basic_multiply.trace")
     print(result.cycles, result.seconds, result.stats["units"])
 """
 

@@ -202,3 +202,26 @@ def test_waiting_for_a_dependency_that_has_not_started_is_a_stall():
            op(b, 1, reads=("r",), name="consumer")])
     assert b.stalls == {"wait r": 13}
     assert c.stalls == {}
+
+
+def test_lazy_commits_land_by_their_ready_time_and_extend_the_run():
+    import gc
+    e = Engine(1e9)
+    a = e.unit("a")
+    box = {"v": 0}
+    seen = []
+    e.at(6, lambda: seen.append(box["v"]))  # an action at the ready cycle sees the result
+    cycles = e.run([op(a, 1, latency=5, commit=lambda: box.update(v=1))])
+    assert cycles == 6 and box["v"] == 1 and seen == [1]
+    assert gc.isenabled()  # paused only while running
+
+
+def test_many_started_readers_do_not_hide_a_pending_one():
+    e = Engine(1e9)
+    fast, slow, w = e.unit("fast", 128), e.unit("slow"), e.unit("w")
+    log = []
+    ops = [op(fast, 1, reads=("x",)) for _ in range(100)]
+    ops += [op(slow, 50, name="busy"), op(slow, 1, reads=("x",), log=log, name="late reader"),
+            op(w, 1, writes=("x",), log=log, name="writer")]
+    e.run(ops)
+    assert dict(log)["writer"] >= dict(log)["late reader"] == 50

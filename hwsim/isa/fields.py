@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dataclass_field
 from typing import Callable, Iterable
 
+import numpy as np
+
 from hwsim.errors import EncodingError
 
 Pieces = tuple[tuple[int, int], ...]
@@ -198,6 +200,42 @@ class Word:
                 raise EncodingError(self.name, name, value, f.expect or "an allowed value")
             word |= _insert(value >> f.shift, f.pieces)
         return word
+
+    def decode_array(self, words) -> dict[str, np.ndarray]:
+        """Field values of an array of words (uint64-sized or narrower), without checks: the
+        vectorised decode for register files loaded as raw words."""
+        words = np.asarray(words).astype(np.uint64)
+        values = {}
+        for name, pieces, width, signed, shift in self._decoders:
+            raw = np.zeros(words.shape, dtype=np.uint64)
+            for hi, lo in pieces:
+                n = hi - lo + 1
+                raw = (raw << np.uint64(n)) | ((words >> np.uint64(lo)) & np.uint64((1 << n) - 1))
+            value = raw.astype(np.int64)
+            if signed:
+                value = np.where(value >> (width - 1) & 1, value - (1 << width), value)
+            values[name] = value << shift
+        return values
+
+    def encode_array(self, **arrays) -> np.ndarray:
+        """Words (uint64) from arrays of field values; each value is range-checked."""
+        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays.values())) if arrays else ()
+        words = np.full(shape, self.encode(), dtype=np.uint64)
+        for name, array in arrays.items():
+            f = self.fields.get(name)
+            if f is None:
+                self.encode(**{name: 0})  # raises the unknown-field error
+            value = np.asarray(array, dtype=np.int64)
+            lo, hi = f.value_range()
+            bad = (value < lo) | (value > hi) | (value & ((1 << f.shift) - 1) != 0)
+            if bad.any():
+                self.encode(**{name: int(value[bad].flat[0])})  # raises with the field's name
+            raw = (value >> f.shift).astype(np.uint64) & np.uint64((1 << f.width) - 1)
+            for hi_bit, lo_bit in reversed(f.pieces):
+                n = hi_bit - lo_bit + 1
+                words |= (raw & np.uint64((1 << n) - 1)) << np.uint64(lo_bit)
+                raw = raw >> np.uint64(n)
+        return words
 
     def format(self, values: dict[str, int]) -> str:
         return " ".join(f"{k}={v:#x}" if abs(v) > 9 else f"{k}={v}" for k, v in values.items())

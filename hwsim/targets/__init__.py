@@ -12,6 +12,7 @@ from hwsim.errors import ConfigError
 
 MACHINES = {
     # name: "module:Class"
+    "hmx": "hwsim.targets.hmx.machine:HmxMachine",
     "sme": "hwsim.targets.sme.machine:SmeMachine",
     "gap9": "hwsim.targets.gap9.machine:Gap9",
 }

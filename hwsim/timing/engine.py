@@ -15,6 +15,8 @@ op starts when its unit is free and the ops it depends on are done, then:
   unit's stall statistics;
 * ``commit`` runs when the results are ready, before anything else that happens in that cycle, so a
   reader that starts in the same cycle sees the new data and one that starts earlier sees the old.
+  Commits are applied lazily, in (ready, issue) order, just before anything could observe them:
+  an op starting, an ``at`` action, the front end taking the next op, the end of the run.
 
 Dependencies are tracked on named resources (an accumulator, a ZA tile, a DMA transfer id): a
 reader waits for the last writer's results (RAW), a writer for the last writer (WAW) and for the
@@ -23,12 +25,13 @@ row of a tile): partial writes wait like writes but not for each other, and the 
 writer waits for all of them. Memory is not tracked: as on silicon, a program that does not wait
 for its DMA reads stale data.
 
-Each op costs one simpy event for its occupancy plus one for a delayed commit; the front end only
+Each op costs one simpy event for its occupancy (plus one per dependency stall); the front end only
 yields when a unit's queue is full. Same input, same event order, same cycles.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import deque
@@ -157,6 +160,7 @@ class Unit:
                     heapq.heappop(pending)
             start = env.now
             op.started_at = start
+            self.engine.flush()
             work = op.execute()
             end = start + work.cycles
             if work.stalls:
@@ -186,7 +190,7 @@ class Unit:
                 if ready == start:
                     work.commit()
                 else:
-                    self.engine.at(ready, work.commit)
+                    self.engine.defer(ready, work.commit)
             if end > start:
                 yield env.timeout(end - start)
 
@@ -215,6 +219,9 @@ class Engine:
         self._tracks: dict = {}   # resource -> _Track
         self.issued = 0
         self.progress: Callable[[int, int], None] | None = None
+        self._commits: list = []  # heap of (ready, sequence, commit)
+        self._sequence = 0
+        self._last_commit = 0
 
     def unit(self, name: str, queue_depth: int = 1, peak_macs: float = 0.0,
              in_flight: int = 0) -> Unit:
@@ -233,8 +240,20 @@ class Engine:
         """Run ``action`` at ``cycle`` before any op starts in that cycle."""
         event = simpy.Event(self.env)
         event._ok, event._value = True, None
-        event.callbacks.append(lambda _event: action())
+        event.callbacks.append(lambda _event: (self.flush(), action()))
         self.env.schedule(event, URGENT, cycle - self.env.now)
+
+    def defer(self, cycle: int, commit: Callable[[], None]) -> None:
+        """Apply ``commit`` at ``cycle``: before anything that starts at or after it."""
+        heapq.heappush(self._commits, (cycle, self._sequence, commit))
+        self._sequence += 1
+        self._last_commit = max(self._last_commit, cycle)
+
+    def flush(self) -> None:
+        """Apply the commits that are due."""
+        commits, now = self._commits, self.env.now
+        while commits and commits[0][0] <= now:
+            heapq.heappop(commits)[2]()
 
     def dispatch(self, op: Op) -> Op:
         """Record ``op``'s dependencies (program order) and queue it on its unit. Dependencies
@@ -292,7 +311,12 @@ class Engine:
         return op
 
     def _front_end(self, ops: Iterator[Op]):
-        for op in ops:
+        ops = iter(ops)
+        while True:
+            self.flush()  # the op stream may read state
+            op = next(ops, None)
+            if op is None:
+                return
             unit = op.unit
             while len(unit.queue) >= unit.depth:
                 if unit._space is None:
@@ -303,9 +327,22 @@ class Engine:
                 self.progress(self.issued, self.env.now)
 
     def run(self, ops: Iterable[Op]) -> int:
-        """Issue ``ops`` in order, run until everything is done, return the cycle count."""
+        """Issue ``ops`` in order, run until everything is done, return the cycle count.
+
+        The cyclic garbage collector is paused meanwhile: its scans of the many live ops and
+        events cost more than the simulation itself, and nothing here needs it.
+        """
         self.env.process(self._front_end(iter(ops)))
-        self.env.run()
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self.env.run()
+            if self._last_commit > self.env.now:  # the last results land after the last op
+                self.env.run(self.env.timeout(self._last_commit - self.env.now))
+            self.flush()
+        finally:
+            if collecting:
+                gc.enable()
         stuck = [u.name for u in self.units.values() if u.queue]
         if stuck:
             raise HwsimError(f"internal: units {', '.join(stuck)} still hold ops at the end")

@@ -1,0 +1,138 @@
+"""Speed of the HMX model: simulated instructions per second and multiply-datapath MACs per second.
+
+    PYTHONPATH=. python benchmarks/bench_hmx.py [--quick]
+
+* ``engine_ops_per_s``: the bare timing engine (no machine), ops with a commit on two units;
+* ``control_instr_per_s``: HMX control instructions (bias load and store, clear accumulators,
+  USR writes), each doing its real work, through ``Machine.run`` without a timeline;
+* ``gemm_instr_per_s``: a GEMM stream (multiply of one crouton, convert, write) where the
+  datapath kernels dominate, with its simulated MACs per second;
+* ``mpy_macs_per_s``: the exact multiply kernel alone, one crouton (k = 32) and 32 croutons deep
+  (k = 1024) into a 32 x 32 accumulator; ``cvt_cells_per_s``: the convert kernel alone.
+
+Parsing is timed apart (``parse_lines_per_s``). Prints a table and writes
+benchmarks/results/hmx.json. Numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import hwsim
+from hwsim.targets.hmx import numerics
+from hwsim.timing import Engine, Op, Work
+from hwsim.traces.files import atomic_write_text
+from hwsim.traces.reader import parse_trace
+
+RESULTS = Path(__file__).resolve().parent / "results" / "hmx.json"
+
+
+def best_rate(fn, count: float, repeat: int = 3) -> float:
+    """``count`` divided by the fastest of ``repeat`` timed calls of ``fn``."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return count / best
+
+
+def engine_ops(n: int) -> float:
+    def run():
+        engine = Engine(1e9, record=False)
+        units = [engine.unit("a", 8), engine.unit("b", 8)]
+        engine.run(Op(units[i % 2], lambda: Work(2, 1, (), 0, lambda: None), "op",
+                      (f"r{i % 8}",), (f"r{(i + 3) % 8}",)) for i in range(n))
+    return best_rate(run, n)
+
+
+def control_program(n: int) -> str:
+    lines = []
+    for i in range(n):
+        k = i % 4
+        lines += [f"Q6_bias_mxmem2_A({0x3000 + 256 * k:#x} | {k})", "Q6_mxclracc_hf()",
+                  f"Q6_mxmem2_bias_A({0x4000 + 256 * k:#x} | {k})", f"USR = {i % 2} << 20"]
+    return "\n".join(lines) + "\n"
+
+
+def gemm_program(n: int) -> str:
+    lines = ["Q6_bias_mxmem2_A(0x3000)"]
+    for i in range(n):
+        lines += [f"Q6_activation_hf_mxmem_RR({(i % 4) * 0x800:#x}, 0x77c)",
+                  f"Q6_weight_hf_mxmem_RR({0x8000 + (i % 2) * 0x800:#x}, 0x7ff)",
+                  "Q6_cvt_hf_acc_R(0)", f"Q6_mxmem_cvt_RR({0x10000 + (i % 4) * 0x800:#x}, 0x700)"]
+    return "\n".join(lines) + "\n"
+
+
+def machine_rates(text: str) -> dict:
+    m = hwsim.machine("hmx")
+    rng = np.random.default_rng(0)
+    m.memory("vtcm").write(0, rng.standard_normal(0x10000 // 2).astype(np.float16))
+    lines = parse_trace(text).lines
+    parse_rate = best_rate(lambda: m.parse(lines), len(lines), 1)
+    program = m.parse(lines)
+    results = []
+    rate = best_rate(lambda: results.append(m.run(program, record=False)), len(program))
+    return {"instructions": len(program), "parse_lines_per_s": parse_rate, "instr_per_s": rate,
+            "simulated_macs": results[-1].stats["macs"], "cycles": results[-1].cycles}
+
+
+def kernel_rates() -> dict:
+    rng = np.random.default_rng(1)
+    out = {}
+    for k in (32, 1024):
+        act = rng.standard_normal((k, 32)).astype(np.float16).view(np.uint16)
+        wgt = rng.standard_normal((k, 32)).astype(np.float16).view(np.uint16)
+        acc = np.zeros((32, 32), dtype=np.uint64)
+        numerics.multiply(act, wgt, acc, 0, 1, 7, 29, 0)
+        reps = max(1, 200_000 // k)
+        out[f"mpy_macs_per_s_k{k}"] = best_rate(
+            lambda: [numerics.multiply(act, wgt, acc, 0, 1, 7, 29, 0) for _ in range(reps)],
+            reps * k * 32 * 32)
+    cells = np.zeros((32, 32), dtype=np.uint64)
+    numerics.multiply(rng.standard_normal((32, 32)).astype(np.float16).view(np.uint16),
+                      rng.standard_normal((32, 32)).astype(np.float16).view(np.uint16), cells,
+                      0, 1, 7, 29, 0)
+    fields = [np.full(32, v, dtype=np.int64) for v in (0, 0, 0x3C000, 0)]
+    prev, state = np.zeros((32, 32), np.uint32), np.zeros((32, 32), np.uint32)
+    args = (cells, *fields, prev, state, numerics.shape_table("abs"), 0, 0, 0, 0, 1, 0, 7, 29)
+    numerics.convert(*args)
+    out["cvt_cells_per_s"] = best_rate(lambda: [numerics.convert(*args) for _ in range(200)],
+                                       200 * 1024)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    n = 500 if quick else 5000
+    control = machine_rates(control_program(n))
+    gemm = machine_rates(gemm_program(n // 2))
+    report = {
+        "engine_ops_per_s": engine_ops(4 * n),
+        "control_instr_per_s": control["instr_per_s"],
+        "control_parse_lines_per_s": control["parse_lines_per_s"],
+        "gemm_instr_per_s": gemm["instr_per_s"],
+        "gemm_simulated_macs_per_s": gemm["instr_per_s"] / gemm["instructions"] *
+        gemm["simulated_macs"],
+        "gemm_parse_lines_per_s": gemm["parse_lines_per_s"],
+        **kernel_rates(),
+        "python": platform.python_version(), "machine": platform.machine(),
+        "command": "PYTHONPATH=. python benchmarks/bench_hmx.py" + (" --quick" if quick else ""),
+    }
+    for key, value in report.items():
+        shown = f"{value:,.3g}" if isinstance(value, float) else str(value)
+        print(f"{key:<28} {shown}")
+    if not quick:
+        atomic_write_text(RESULTS, json.dumps(report, indent=2) + "\n")
+        print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,434 @@
+"""The Hexagon HMX machine (V81 HMX PRM, FP16): state, semantics and timing.
+
+State is real storage: VTCM and DDR as byte arrays, the pair of accumulators (32 x 32 cells of
+the 37-bit format, ``numerics.py``) with the index of the primary one, four bias register sets
+(32 raw 64-bit words each, Figure 12), the convert state (32 x 32 cells of FP16 plus the 4 extra
+mantissa bits, section 2.3.2 and chapter 5) and USR (bits 20 and 21 modelled, Table 7).
+
+Semantics, one function per instruction kind (``BUILDERS``), from chapters 2-5: multiplies
+(activation plain, deep with dC + 1 contiguous croutons, single with the Y offset into a second
+crouton dY away; channel start/stop; weight negate; weight deep writing both accumulators; too
+few weights read as zeros, too many cost flush cycles), bias load/store with their index, the
+convert with bias select, rnd, ovf, feedback and retain vs clear-and-swap, the write of the
+convert state with its spatial mask, clear accumulators, USR writes; plus the HVX layout and
+elementwise operations (``hvx.py``) and DMA between DDR and VTCM.
+
+Timing: units ``mpy`` (multiplies, clear), ``cvt`` (bias, convert, write), ``hvx`` and ``dma``;
+ports ``vtcm.hmx`` (shared by mpy and cvt), ``vtcm.hvx``, ``vtcm.dma`` and ``ddr``. The two
+accumulators are separate dependency resources (``acc0``, ``acc1``), so a convert of one
+overlaps multiplies into the other after a clear-and-swap. HMX and HVX accesses to VTCM are
+ordered as the issuing thread's program order requires, at 2 KB block granularity, and a DMA out
+of VTCM starts after the earlier stores to its source. What a DMA writes is not ordered with
+anything: a program waits for it with ``dma_wait()`` (later ops wait for every DMA issued
+before), and one that does not reads stale bytes, as on silicon.
+
+Not modelled: data types other than FP16, HMX exceptions and their reporting, VTCM bank
+conflicts, the cost of HVX instructions one by one (``hvx.py``), and the per-launch warm-up.
+The spatial mask of the write (Table 8) names the crouton's geometry; the convert state row s is
+stored at crouton spatial s (Figure 18) whatever the mask, so it moves no data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from hwsim.errors import ConfigError, HwsimError
+from hwsim.isa.hmx import (BIAS_REG, BIAS_SET_BYTES, CROUTON_BYTES, USR, VECTOR_BYTES, Instr,
+                           Multiply, check_instr, parse_program, spatial_split)
+from hwsim.memory import AddressSpace, Copy, Dma
+from hwsim.targets.base import Machine
+from hwsim.targets.hmx import hvx, layouts, numerics
+from hwsim.targets.hmx.params import PARAMS
+from hwsim.timing.engine import Engine, Op, Work
+
+CELLS = 32  # spatials and filters of an accumulator (Figure 9)
+
+
+class HmxState:
+    """The architectural state of one HMX and its USR bits."""
+
+    def __init__(self):
+        self.acc = np.zeros((2, CELLS, CELLS), dtype=np.uint64)
+        self.primary = 0
+        self.bias = np.zeros((4, CELLS), dtype=np.uint64)
+        self._fields: list = [None] * 4  # the decoded fields of a set, made when first used
+        self.cvt = np.zeros((CELLS, CELLS), dtype=np.uint32)  # FP16 << 4 | 4 extra bits
+        self.usr = 0
+
+    def set_bias(self, index: int, words: np.ndarray) -> None:
+        self.bias[index] = words
+        self._fields[index] = None
+
+    def bias_fields(self, index: int) -> dict[str, np.ndarray]:
+        if self._fields[index] is None:
+            self._fields[index] = BIAS_REG.decode_array(self.bias[index])
+        return self._fields[index]
+
+
+@dataclass
+class MpyPlan:
+    """A multiply as the VTCM it reads: croutons (address, first and last channel), the
+    single's row map into its two croutons, weights, and what they cost."""
+
+    croutons: list
+    rows: np.ndarray | None
+    channels: int
+    wgt_addr: int
+    given: int  # weight vectors the range dW spans
+    needed: int  # weight vectors the activation uses (both filter groups for weight deep)
+    deep_weights: bool
+    negate: int
+
+
+@dataclass
+class Step:
+    """A checked program item and what checking derived from it (a plan, or a DMA copy)."""
+
+    item: Any
+    plan: Any = None
+
+
+class HmxMachine(Machine):
+    name = "hmx"
+    description = "Qualcomm Hexagon V81 HMX (FP16): VTCM, accumulators, convert, HVX and DMA"
+    PARAMS = PARAMS
+
+    # -- state and program -------------------------------------------------------------------
+    def make_state(self) -> None:
+        p = self.params
+        if p.vtcm_base % CROUTON_BYTES or p.vtcm_size % CROUTON_BYTES:
+            raise ConfigError(f"vtcm_base {p.vtcm_base:#x} and vtcm_size {p.vtcm_size:#x}: "
+                              f"expected multiples of {CROUTON_BYTES}")
+        self.spaces = {"vtcm": AddressSpace("vtcm", p.vtcm_size, p.vtcm_base),
+                       "ddr": AddressSpace("ddr", p.ddr_size, p.ddr_base)}
+        self.state = HmxState()
+        self._blocks = tuple(Resource(("vtcm", b)) for b in range(p.vtcm_size // CROUTON_BYTES))
+        self.acc_format = (p.acc_exp_bits, 36 - p.acc_exp_bits)
+        self.acc_round_group = p.acc_round_group
+        self.shapes = numerics.shape_table(p.shape_row3)
+
+    def parse(self, lines) -> list[Step]:
+        return [self.plan(item) for item in parse_program(lines)]
+
+    def plan(self, item) -> Step:
+        """Check an item against the machine (VTCM bounds, HVX and DMA arguments)."""
+        if isinstance(item, Step):
+            return item
+        if isinstance(item, Multiply):
+            check_instr(item.act)
+            return Step(item, self._plan_multiply(item))
+        check_instr(item)
+        kind, f = item.kind, item.fields
+        if kind not in BUILDERS:
+            raise item.error("an activation and its weight form one multiply: pair them with "
+                             "hwsim.isa.hmx.Multiply (parse_program does)")
+        if kind in ("bias_load", "bias_store"):
+            self._in_vtcm(item, f["address"], BIAS_SET_BYTES, 0)
+        elif kind == "cvt_write":
+            self._in_vtcm(item, f["address"], CROUTON_BYTES, 0)
+        elif kind == "hvx":
+            hvx.check(item)
+            plan = hvx.PLANS[item.spec.name](f)
+            for addr, nbytes in plan.reads + plan.writes:
+                self._in_vtcm(item, addr, nbytes, 0)
+            return Step(item, plan)
+        elif kind == "dma":
+            return Step(item, self._plan_dma(item))
+        elif kind == "usr":
+            return Step(item, USR.encode(**f))
+        return Step(item)
+
+    def _in_vtcm(self, item, addr: int, nbytes: int, arg: int, what: str = "") -> None:
+        try:
+            self.spaces["vtcm"].offset(addr, nbytes)
+        except HwsimError as exc:
+            raise item.error(f"{what}{exc}", arg) from None
+
+    def _plan_multiply(self, item: Multiply) -> MpyPlan:
+        act, wgt = item.act.fields, item.wgt.fields
+        addr, start, stop = act["address"], act["channel_start"], act["channel_stop"]
+        rows = None
+        if item.act.kind == "act_deep":
+            last = act["dc"]
+            croutons = [(addr + i * CROUTON_BYTES, start if i == 0 else 0,
+                         stop if i == last else 31) for i in range(last + 1)]
+        elif item.act.kind == "act_single":
+            croutons = [(addr, start, stop), (addr + act["dy"], start, stop)]
+            rows = single_rows(act["offset"], act["spatial_mask"])
+        else:
+            croutons = [(addr, start, stop)]
+        for i, (a, _, _) in enumerate(croutons):
+            self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
+        channels = sum(hi - lo + 1 for _, lo, hi in croutons[:1 if rows is not None else None])
+        deep = item.wgt.kind == "wgt_deep"
+        given = wgt["dw"] // VECTOR_BYTES + 1
+        self._in_vtcm(item.wgt, wgt["address"], given * VECTOR_BYTES, 1, "weight range: ")
+        return MpyPlan(croutons, rows, channels, wgt["address"], given,
+                       channels // 2 * (2 if deep else 1), deep, wgt["negate"])
+
+    def _plan_dma(self, item: Instr) -> Copy:
+        f = item.fields
+        src, dst = (("ddr", "vtcm") if "ddr_to_vtcm" in item.spec.name else ("vtcm", "ddr"))
+        rows = f.get("rows", 1)
+        row_bytes = f.get("row_bytes", f.get("nbytes"))
+        for i, name in enumerate(item.spec.ints[2:], start=2):
+            if f[name] <= 0 and "stride" not in name:
+                raise item.error(f"{name} = {f[name]}: expected a positive size", i)
+        copy = Copy(self.spaces[src], f["src"], self.spaces[dst], f["dst"], row_bytes, rows,
+                    f.get("src_stride", 0), f.get("dst_stride", 0))
+        try:
+            copy.check()
+        except HwsimError as exc:
+            raise item.error(str(exc)) from None
+        return copy
+
+    # -- timing ------------------------------------------------------------------------------
+    def build(self, engine: Engine) -> None:
+        t = self.timing
+        self._costs: dict[str, float] = {}
+        self.units = {
+            "mpy": engine.unit("mpy", t.hmx_queue_depth, self.peak_macs_per_cycle()),
+            "cvt": engine.unit("cvt", t.hmx_queue_depth),
+            "hvx": engine.unit("hvx", t.hvx_queue_depth)}
+        latency = t.vtcm_latency_cycles
+        self.ports = {"hmx": engine.port("vtcm.hmx", t.vtcm_hmx_bytes_per_cycle, latency),
+                      "hvx": engine.port("vtcm.hvx", t.vtcm_hvx_bytes_per_cycle, latency)}
+        dma_ports = {"vtcm": engine.port("vtcm.dma", t.vtcm_dma_bytes_per_cycle, latency),
+                     "ddr": engine.port("ddr", t.ddr_bytes_per_cycle, t.ddr_latency_cycles)}
+        self.dma = Dma(engine, "dma", dma_ports, t.dma_channels, t.dma_setup_cycles)
+
+    def peak_macs_per_cycle(self) -> float:
+        return CELLS * CELLS * 2 / self.timing.mpy_cycles_per_vector
+
+    def ops(self, program):
+        issue = _Issue(self.state.primary)
+        for step in program:
+            step = self.plan(step)
+            op = BUILDERS[step.item.kind](self, step, issue)
+            if issue.sync is not None and op.unit.name != "dma":
+                op.reads = op.reads + (issue.sync,)
+            yield op
+
+    def blocks(self, addr: int, nbytes: int) -> tuple:
+        """The 2 KB VTCM blocks of a range: the resources HMX and HVX order their accesses by."""
+        first = (addr - self.spaces["vtcm"].base) // CROUTON_BYTES
+        last = (addr + nbytes - 1 - self.spaces["vtcm"].base) // CROUTON_BYTES
+        return self._blocks[first:last + 1]
+
+    def cycles(self, name: str, count: float = 1.0) -> int:
+        """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
+        cost = self._costs.get(name)
+        if cost is None:
+            cost = self._costs[name] = getattr(self.timing, name)
+        return math.ceil(cost * count)
+
+
+class Resource(tuple):
+    """A dependency resource among many of one kind (VTCM blocks, DMA transfers, waits): stall
+    reasons name the kind."""
+
+    def __str__(self) -> str:
+        return self[0]
+
+
+class _Issue:
+    """What the op stream knows in program order: the primary accumulator, the DMA transfers
+    not yet waited for, and the latest wait every later op depends on."""
+
+    def __init__(self, primary: int):
+        self.primary = primary
+        self.dma_tokens: list = []
+        self.sync = None
+        self.waits = 0
+
+
+def single_rows(offset: int, mask: int) -> np.ndarray:
+    """For each accumulator spatial, its source among the 64 spatials of the two croutons of a
+    single (the second's numbered 32..63): Y offset rows down, wrapping into the second
+    (Figure 24)."""
+    _, dy = spatial_split(offset, mask)
+    grid = layouts.spatial_grid(mask)
+    ny = grid.shape[0]
+    rows = np.empty(CELLS, dtype=np.int64)
+    for y in range(ny):
+        source = y + dy
+        rows[grid[y]] = grid[source % ny] + (CELLS if source >= ny else 0)
+    return rows
+
+
+def _act_matrix(vtcm: AddressSpace, plan: MpyPlan) -> np.ndarray:
+    """The activation operand as ``[k, s]`` FP16 bits: channel by accumulator spatial."""
+    if plan.rows is not None:
+        both = np.concatenate([layouts.unpack_crouton(vtcm.view(a, CROUTON_BYTES))
+                               for a, _, _ in plan.croutons])  # [64 spatials, c]
+        _, lo, hi = plan.croutons[0]
+        return np.ascontiguousarray(both[plan.rows, lo:hi + 1].T)
+    count = len(plan.croutons)
+    cells = vtcm.view(plan.croutons[0][0], count * CROUTON_BYTES).view(np.uint16)
+    cells = cells.reshape(count, 16, 32, 2).transpose(0, 2, 1, 3).reshape(count, 32, CELLS)
+    parts = [cells[i, lo:hi + 1] for i, (_, lo, hi) in enumerate(plan.croutons)]
+    return np.ascontiguousarray(parts[0] if count == 1 else np.concatenate(parts))
+
+
+def _wgt_matrices(vtcm: AddressSpace, plan: MpyPlan) -> list[np.ndarray]:
+    """The weight operand(s) as ``[k, o]`` FP16 bits; missing vectors read as zeros (2.2.2)."""
+    used = min(plan.given, plan.needed)
+    matrix = np.zeros((plan.needed * 2, CELLS), dtype=np.uint16)
+    matrix[:used * 2] = layouts.weights_matrix(vtcm.view(plan.wgt_addr, used * VECTOR_BYTES))
+    k = plan.channels
+    return [matrix[:k], matrix[k:]] if plan.deep_weights else [matrix]
+
+
+_SHAPES = {"act": "", "act_deep": " deep", "act_single": " single"}
+
+
+def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    plan, state, vtcm = step.plan, m.state, m.spaces["vtcm"]
+    targets = [issue.primary, 1 - issue.primary][:2 if plan.deep_weights else 1]
+    ebits, mbits = m.acc_format
+    cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
+    cycles += m.cycles("mpy_flush_cycles_per_vector", max(0, plan.given - plan.needed))
+    nbytes = plan.channels * CELLS * 2 + plan.given * VECTOR_BYTES  # activations + weights
+    port = m.ports["hmx"]
+
+    def execute() -> Work:
+        act = _act_matrix(vtcm, plan)
+        infnan = state.usr >> 20 & 1
+        results = []
+        for index, wgt in zip(targets, _wgt_matrices(vtcm, plan)):
+            acc = state.acc[index].copy()
+            numerics.multiply(act, wgt, acc, plan.negate, infnan, ebits, mbits,
+                              m.acc_round_group)
+            results.append((index, acc))
+
+        def commit():
+            for index, acc in results:
+                state.acc[index] = acc
+        return Work(cycles, transfers=((port, nbytes),),
+                    macs=plan.channels * CELLS * CELLS * len(targets), commit=commit)
+
+    blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
+    blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
+    accs = tuple(f"acc{i}" for i in targets)
+    label = (f"mpy{_SHAPES[step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
+             f"k={plan.channels} acc{issue.primary}")
+    return Op(m.units["mpy"], execute, label, reads=accs + blocks + ("usr",), writes=accs)
+
+
+def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    f, state = step.item.fields, m.state
+    index, sel = issue.primary, f["bias_sel"]
+    clear = f["acc"] == 0
+    if clear:
+        issue.primary = 1 - index
+    ebits, mbits = m.acc_format
+
+    def execute() -> Work:
+        b = state.bias_fields(sel)
+        out = np.empty((CELLS, CELLS), dtype=np.uint32)
+        numerics.convert(state.acc[index], b["input_bias"], b["shape"], b["scale"],
+                         b["output_bias"], state.cvt, out, m.shapes, f["fb_dest"], f["fb_op"],
+                         f["rnd"], f["ovf"], state.usr >> 20 & 1, state.usr >> 21 & 1, ebits,
+                         mbits)
+
+        def commit():
+            state.cvt = out
+            if clear:
+                state.acc[index] = 0
+                state.primary = 1 - index
+        return Work(m.cycles("cvt_cycles"), commit=commit)
+
+    reads = (f"acc{index}", f"bias{sel}", "usr", "cvt")
+    writes = ("cvt", f"acc{index}") if clear else ("cvt",)
+    label = f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
+    return Op(m.units["cvt"], execute, label, reads=reads, writes=writes)
+
+
+def _write_convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    addr, state, vtcm, port = step.item.fields["address"], m.state, m.spaces["vtcm"], \
+        m.ports["hmx"]
+
+    def execute() -> Work:
+        data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+        return Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),),
+                    commit=lambda: vtcm.store(addr, data))
+    return Op(m.units["cvt"], execute, f"write cvt -> {addr:#x}", reads=("cvt",),
+              writes=m.blocks(addr, CROUTON_BYTES))
+
+
+def _bias(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    f, state, vtcm, port = step.item.fields, m.state, m.spaces["vtcm"], m.ports["hmx"]
+    addr, index = f["address"], f["index"]
+    load = step.item.kind == "bias_load"
+
+    def execute() -> Work:
+        if load:
+            words = layouts.unpack_bias_words(vtcm.view(addr, BIAS_SET_BYTES))
+            commit = lambda: state.set_bias(index, words)  # noqa: E731
+        else:
+            data = layouts.pack_bias_words(state.bias[index])
+            commit = lambda: vtcm.store(addr, data)  # noqa: E731
+        return Work(m.cycles("bias_cycles"), transfers=((port, BIAS_SET_BYTES),), commit=commit)
+
+    blocks = m.blocks(addr, BIAS_SET_BYTES)
+    resource = (f"bias{index}",)
+    label = f"bias {'load' if load else 'store'} {addr:#x} [{index}]"
+    return Op(m.units["cvt"], execute, label, reads=blocks if load else resource,
+              writes=resource if load else blocks)
+
+
+def _clear(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    def execute() -> Work:
+        return Work(m.cycles("clracc_cycles"), commit=lambda: m.state.acc.fill(0))
+    return Op(m.units["mpy"], execute, "clear acc", writes=("acc0", "acc1"))
+
+
+def _usr(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    value = step.plan
+
+    def execute() -> Work:
+        return Work(m.cycles("usr_cycles"), commit=lambda: setattr(m.state, "usr", value))
+    return Op(m.units["cvt"], execute, f"USR = {value:#x}", writes=("usr",))
+
+
+def _hvx(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    plan, vtcm, port = step.plan, m.spaces["vtcm"], m.ports["hvx"]
+    (dst, nbytes), = plan.writes
+
+    def execute() -> Work:
+        data = plan.run(vtcm.read)
+        moved = sum(n for _, n in plan.reads) + nbytes
+        return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, moved),),
+                    commit=lambda: vtcm.store(dst, data))
+    reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
+    return Op(m.units["hvx"], execute, f"{step.item.spec.name} {plan.vectors}v", reads=reads,
+              writes=m.blocks(dst, nbytes))
+
+
+def _dma(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    copy = step.plan
+    token = Resource(("dma", len(issue.dma_tokens), issue.waits))
+    issue.dma_tokens.append(token)
+    op = m.dma.op(copy, token=token)
+    if copy.src.name == "vtcm":  # the thread sees its earlier HMX/HVX stores before it starts
+        last = copy.src_addr + (copy.rows - 1) * copy.src_stride
+        op.reads = m.blocks(min(copy.src_addr, last), abs(last - copy.src_addr) + copy.row_bytes)
+    return op
+
+
+def _dma_wait(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    issue.waits += 1
+    tokens, issue.dma_tokens = tuple(issue.dma_tokens), []
+    issue.sync = Resource(("dma_wait", issue.waits))
+    return Op(m.dma.unit, lambda: Work(0), "dma_wait", reads=tokens, writes=(issue.sync,))
+
+
+BUILDERS: dict[str, Callable[[HmxMachine, Step, _Issue], Op]] = {
+    "mpy": _multiply, "cvt": _convert, "cvt_write": _write_convert, "bias_load": _bias,
+    "bias_store": _bias, "clracc": _clear, "usr": _usr, "hvx": _hvx, "dma": _dma,
+    "dma_wait": _dma_wait,
+}

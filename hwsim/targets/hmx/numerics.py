@@ -1,0 +1,445 @@
+"""HMX FP16 numerics: products into the 37-bit accumulator, and the convert to FP16.
+
+The manual (chapters 2 and 5) gives the data flow, the formats and Table 7; it does not give the
+rounding points. These are the choices, each a parameter where a reading is open:
+
+* **Accumulator**: a binary float of 37 bits, sign + ``acc_exp_bits`` (default 7) + the rest
+  fraction (default 29), with subnormals, infinities and NaN (one quiet NaN). Seven exponent
+  bits are the width the public Hexagon QEMU model gives its FP accumulator
+  (``QDSP6_MX_FP_ACC_EXP = 7`` in quic/qemu ``target/hexagon``); they cover every FP16 product
+  (2^-48 .. 2^34) and sums of 1024 of them with room to spare, and leave 29 fraction bits. The
+  accumulator never holds -0: an exact zero sum is +0 (a two's-complement significand, as in
+  that model, has no negative zero).
+* **Multiply**: FP16 products are exact; the products of ``acc_round_group`` consecutive input
+  channels (0: all the channels of the instruction) are added to the accumulator exactly and the
+  sum is rounded once, to nearest even. Weight deep is two such sums, one per accumulator.
+* **Convert** (Figure 11, Tables 4, 5, 9): ``t = ACC + b_i`` rounded once to the accumulator
+  format; ``X = shape(t)`` exactly; ``C = s * X + b_o`` (with the feedback limit applied to
+  ``s`` or ``b_o``) computed exactly and rounded once, to nearest even, to FP16 (``rnd = 0``)
+  or to FP16 with 4 extra mantissa bits (``rnd = 1``), overflow and Inf/NaN per Table 7.
+  The feedback limit is IEEE 754-2019 ``minimum``/``maximum`` (NaN wins, -0 < +0). The write
+  to VTCM (2.4) stores the FP16 part, the upper 16 bits of the convert state: the 4 extra bits
+  are "internal to the convert state and only used for feedback" (chapter 5).
+* **USR[20] = 0** (Inf/NaN off, Table 7): FP16 data has no Inf or NaN, the all-ones exponent is
+  an ordinary binade (maxpos = 0x7FFF, 131008), for inputs (activations, weights, bias fields,
+  feedback) and outputs alike, as the QEMU model does.
+* Subnormals are kept everywhere (no flush to zero).
+
+Kernels are numba functions (``cache=True``). ``multiply_twin`` is a numpy twin of the multiply
+(exact Python integers); the convert's plain twin is ``convert.py_func``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
+
+EXP = 5  # exponent bits of FP16 and of its extended forms
+M_FP16 = 10  # fraction bits of FP16
+M_CVT = 14  # FP16 with 4 extra mantissa bits: scale, output bias, convert state (Table 4)
+M_IN_BIAS = 15  # FP16 with 5 extra mantissa bits: input bias (Table 4)
+LIMB_BITS = 30
+LIMBS = 6  # 180 bits from 2^-48: any accumulator of up to 8 exponent bits plus a product sum
+UNIT_EXP = -48  # lsb of the exact product sum: the smallest FP16 product is 2^-24 * 2^-24
+SHAPE_KINDS = {"identity": 0, "min0": 1, "max0": 2, "abs": 3}
+
+
+def shape_table(row3: str) -> np.ndarray:
+    """Table 5 as codes (4 = negate, plus a kind): rows 3 and 7 read ``x`` and ``- x`` in the
+    text (hexagon-v81-hmx-prm.txt line 359); ``row3`` = "abs" reads them as |x| and -|x|,
+    "identity" as printed."""
+    kinds = ["identity", "min0", "max0", row3]
+    return np.array([SHAPE_KINDS[k] for k in kinds] + [4 + SHAPE_KINDS[k] for k in kinds],
+                    dtype=np.int64)
+
+
+@jit
+def decode(bits, ebits, mbits, infnan):
+    """``floats.unpack``; with ``infnan`` false the all-ones exponent is an ordinary binade."""
+    cls, sign, sig, exp = unpack(bits, ebits, mbits)
+    if not infnan and (cls == INF or cls == NAN):
+        bias = (1 << (ebits - 1)) - 1
+        return FINITE, sign, sig | (np.int64(1) << mbits), np.int64((1 << ebits) - 1 - bias - mbits)
+    return cls, sign, sig, exp
+
+
+@jit
+def quiet_nan(ebits, mbits):
+    return np.uint64((((1 << ebits) - 1) << mbits) | (1 << (mbits - 1)))
+
+
+@jit
+def exact_add(sa, ma, ea, sb, mb, eb):
+    """(-1)^sa*ma*2^ea + (-1)^sb*mb*2^eb for ``ma, mb < 2^53``: (sign, sig, exp, sticky), exact
+    or with ``2^59 <= sig < 2^62`` and a sticky bit, as ``round_pack`` takes it. Zero sums are +0
+    unless both terms are -0."""
+    if ma == 0:
+        if mb == 0:
+            return sa & sb, np.int64(0), np.int64(0), False
+        return sb, mb, eb, False
+    if mb == 0:
+        return sa, ma, ea, False
+    if _msb(mb) + eb > _msb(ma) + ea:
+        sa, ma, ea, sb, mb, eb = sb, mb, eb, sa, ma, ea
+    shift = 60 - _msb(ma)  # a's top bit at 60: the sum stays below 2^62, as round_pack needs
+    ma <<= shift
+    ea -= shift
+    d = ea - eb
+    sticky = False
+    if d <= 0:
+        mb <<= -d  # b's top bit is not above a's: mb stays below 2^61
+    elif d >= 61:
+        sticky, mb = True, np.int64(0)
+    else:
+        sticky = (mb & ((np.int64(1) << d) - 1)) != 0
+        mb >>= d
+    if sa == sb:
+        return sa, ma + mb, ea, sticky
+    diff = ma - mb
+    if diff == 0:
+        return 0, np.int64(0), np.int64(0), False
+    sign = sa
+    if diff < 0:  # equal top bits, b larger: then d <= 0 and nothing was shifted out
+        sign, diff = sb, -diff
+    if sticky:  # the true value is diff minus a fraction of a unit
+        diff -= 1
+    return sign, diff, ea, sticky
+
+
+# -- multiply ------------------------------------------------------------------------------------
+
+@jit
+def _decode_operand(bits, negate, infnan, sig, exp, special):
+    """FP16 ``bits[k, j]`` -> signed significands and lsb exponents + 24 as ``[j, k]``;
+    ``special[j]`` marks a column holding an Inf or NaN. (The FP16 case of ``decode``, inlined:
+    it runs once per operand element.)"""
+    n, cols = bits.shape
+    for k in range(n):
+        for j in range(cols):
+            b = np.int64(bits[k, j])
+            biased = (b >> 10) & 31
+            m = b & 1023
+            if biased == 31 and infnan:
+                special[j] = True
+                m = 0
+            elif biased:
+                m |= 1024
+            sig[j, k] = -m if (b >> 15) ^ negate else m
+            exp[j, k] = biased - 1 if biased else 0
+
+
+@jit
+def _special_sum(act, wgt, s, o, negate, infnan, cur_cls, cur_sign):
+    """Class (INF or NAN) and sign of a cell whose products or accumulator hold Inf/NaN."""
+    pos = cur_cls == INF and cur_sign == 0
+    neg = cur_cls == INF and cur_sign == 1
+    nan = cur_cls == NAN
+    for k in range(act.shape[0]):
+        ca, sa, _, _ = decode(act[k, s], EXP, M_FP16, infnan)
+        cw, sw, _, _ = decode(wgt[k, o], EXP, M_FP16, infnan)
+        if ca == NAN or cw == NAN or (ca == INF and cw == ZERO) or (ca == ZERO and cw == INF):
+            nan = True
+        elif ca == INF or cw == INF:
+            if sa ^ sw ^ negate:
+                neg = True
+            else:
+                pos = True
+    if nan or (pos and neg):
+        return NAN, 0
+    return INF, 1 if neg else 0
+
+
+@jit
+def _round_limbs(limbs, ebits, mbits):
+    """The exact value sum(limbs[i] * 2^(30 i - 48)) rounded once to the accumulator format."""
+    for i in range(LIMBS - 1):
+        carry = limbs[i] >> LIMB_BITS
+        limbs[i] -= carry << LIMB_BITS
+        limbs[i + 1] += carry
+    sign = 0
+    if limbs[LIMBS - 1] < 0:
+        sign = 1
+        for i in range(LIMBS):
+            limbs[i] = -limbs[i]
+        for i in range(LIMBS - 1):
+            carry = limbs[i] >> LIMB_BITS
+            limbs[i] -= carry << LIMB_BITS
+            limbs[i + 1] += carry
+    top = LIMBS - 1
+    while top >= 0 and limbs[top] == 0:
+        top -= 1
+    if top < 0:
+        return np.uint64(0)
+    sig = limbs[top]
+    nbits = _msb(sig) + 1
+    exp = LIMB_BITS * top
+    i = top - 1
+    while i >= 0 and nbits + LIMB_BITS <= 62:
+        sig = (sig << LIMB_BITS) | limbs[i]
+        nbits += LIMB_BITS
+        exp -= LIMB_BITS
+        i -= 1
+    sticky = False
+    if i >= 0:
+        take = 62 - nbits
+        drop = LIMB_BITS - take
+        sig = (sig << take) | (limbs[i] >> drop)
+        exp -= take
+        sticky = (limbs[i] & ((np.int64(1) << drop) - 1)) != 0
+        for j in range(i):
+            sticky = sticky or limbs[j] != 0
+    return round_pack(sign, sig, exp + UNIT_EXP, sticky, ebits, mbits, RNE, False, False)[0]
+
+
+@jit
+def _dot(sa, ea, sw, ew, limbs):
+    """Exact sum of the products into limbs 0 and 1 (lsb 2^-48 and 2^-18); each product is
+    below 2^52 after its shift, so 1024 of them fit an int64 limb."""
+    high = np.int64(0)
+    low = np.int64(0)
+    for k in range(sa.shape[0]):
+        product = sa[k] * sw[k]
+        e = ea[k] + ew[k]
+        if e >= LIMB_BITS:
+            high += product << (e - LIMB_BITS)
+        else:
+            low += product << e
+    limbs[0] += low
+    limbs[1] += high
+
+
+@jit
+def _add_to_limbs(limbs, bits, ebits, mbits):
+    """Add the accumulator value ``bits`` (finite, a multiple of 2^-48) to the limbs."""
+    cls, sign, sig, exp = unpack(bits, ebits, mbits)
+    if cls != FINITE:
+        return
+    shift = exp - UNIT_EXP
+    if shift < 0:  # a subnormal of a narrow exponent: its low bits are zeros
+        if sig & ((np.int64(1) << -shift) - 1):
+            raise ValueError("accumulator value not a multiple of 2^-48: not from a multiply")
+        sig >>= -shift
+        shift = 0
+    q, r = shift // LIMB_BITS, shift % LIMB_BITS
+    value = sig << r
+    limbs[q] += -value if sign else value
+
+
+@jit
+def multiply(act, wgt, acc, negate, infnan, ebits, mbits, group):
+    """``acc[s, o] += sum_k act[k, s] * wgt[k, o]`` with the rounding described above.
+
+    ``act``, ``wgt``: FP16 bits, input channel by spatial / by filter (uint16); ``acc``: the
+    accumulator's 37-bit cells (uint64, spatial by filter), updated in place; ``negate``: use
+    -W (Table 2); ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
+    """
+    n, rows = act.shape
+    cols = wgt.shape[1]
+    sa = np.empty((rows, n), dtype=np.int64)
+    ea = np.empty((rows, n), dtype=np.int64)
+    sw = np.empty((cols, n), dtype=np.int64)
+    ew = np.empty((cols, n), dtype=np.int64)
+    special_a = np.zeros(rows, dtype=np.bool_)
+    special_w = np.zeros(cols, dtype=np.bool_)
+    _decode_operand(act, 0, infnan, sa, ea, special_a)
+    _decode_operand(wgt, negate, infnan, sw, ew, special_w)
+    step = n if group <= 0 else group
+    limbs = np.zeros(LIMBS, dtype=np.int64)
+    for s in range(rows):
+        for o in range(cols):
+            cur = acc[s, o]
+            cls, sign, _, _ = unpack(cur, ebits, mbits)
+            if special_a[s] or special_w[o] or cls == INF or cls == NAN:
+                kind, sign = _special_sum(act, wgt, s, o, negate, infnan, cls, sign)
+                if kind == NAN:
+                    acc[s, o] = quiet_nan(ebits, mbits)
+                else:
+                    acc[s, o] = (np.uint64(sign) << np.uint64(ebits + mbits)) | np.uint64(
+                        ((1 << ebits) - 1) << mbits)
+                continue
+            for k0 in range(0, n, step):
+                limbs[:] = 0
+                k1 = min(n, k0 + step)  # slices: a loop from 0 vectorises, one from k0 does not
+                _dot(sa[s, k0:k1], ea[s, k0:k1], sw[o, k0:k1], ew[o, k0:k1], limbs)
+                _add_to_limbs(limbs, cur, ebits, mbits)
+                cur = _round_limbs(limbs, ebits, mbits)
+                if unpack(cur, ebits, mbits)[0] == INF:
+                    break
+            acc[s, o] = cur
+
+
+def multiply_twin(act, wgt, acc, negate, infnan, ebits, mbits, group):
+    """numpy twin of ``multiply`` (same signature): exact sums as Python integers in units of
+    2^-48, rounded with ``round_pack``; Inf/NaN by numpy masks."""
+    act_v = _fp16_values(act, infnan)
+    wgt_v = _fp16_values(wgt, infnan) * (-1 if negate else 1)
+    n = act.shape[0]
+    step = n if group <= 0 else group
+    for s in range(act.shape[1]):
+        with np.errstate(invalid="ignore"):  # 0 * Inf is NaN, as it should be
+            products = act_v[:, s, None] * wgt_v  # [k, o] exact integers in units of 2^-48
+        for o in range(wgt.shape[1]):
+            cur = int(acc[s, o])
+            for k0 in range(0, n, step):
+                cur = _twin_round(cur, products[k0:k0 + step, o], ebits, mbits)
+            acc[s, o] = cur
+
+
+def _fp16_values(bits, infnan):
+    """FP16 bits -> object array of exact values as (integer in units of 2^-24) or float inf/nan."""
+    out = np.empty(bits.shape, dtype=object)
+    for index, b in np.ndenumerate(bits):
+        cls, sign, sig, exp = (int(v) for v in decode.py_func(int(b), EXP, M_FP16, infnan))
+        if cls == NAN:
+            out[index] = float("nan")
+        elif cls == INF:
+            out[index] = -float("inf") if sign else float("inf")
+        else:
+            out[index] = (-1) ** sign * (sig << (exp + 24))
+    return out
+
+
+def _twin_round(cur: int, terms, ebits, mbits) -> int:
+    cls, sign, sig, exp = (int(v) for v in unpack.py_func(cur, ebits, mbits))
+    floats_ = [t for t in terms if isinstance(t, float)]
+    if cls in (INF, NAN) or floats_:
+        total = sum(floats_) + (float("nan") if cls == NAN else
+                                (-1) ** sign * float("inf") if cls == INF else 0.0)
+        if total != total:
+            return int(quiet_nan.py_func(ebits, mbits))
+        return (int(total < 0) << (ebits + mbits)) | (((1 << ebits) - 1) << mbits)
+    exact = sum(int(t) for t in terms)  # units of 2^-48
+    if cls == FINITE:
+        shift = exp - UNIT_EXP  # narrow-exponent subnormals sit below 2^-48 with zero low bits
+        exact += (-1) ** sign * (sig << shift if shift >= 0 else sig >> -shift)
+    if exact == 0:
+        return 0
+    magnitude = abs(exact)
+    drop = max(0, magnitude.bit_length() - 62)
+    bits, _ = round_pack.py_func(int(exact < 0), magnitude >> drop, UNIT_EXP + drop,
+                                 magnitude & ((1 << drop) - 1) != 0, ebits, mbits, RNE, False,
+                                 False)
+    return int(bits)
+
+
+# -- convert -------------------------------------------------------------------------------------
+
+@jit
+def special_out(nan, sign, mbits, usr20, usr21, ovf):
+    """Table 7: the (5, mbits) bits for an Inf (``nan`` false) or NaN result."""
+    ones = (1 << mbits) - 1
+    top = 1 << (EXP + mbits)
+    if usr20 == 0:
+        return (top if nan or sign else 0) | (31 << mbits) | ones
+    if ovf == 0:
+        return (top | (31 << mbits) | ones) if nan else ((top if sign else 0) | (31 << mbits))
+    if nan:
+        return top | ((31 if usr21 else 30) << mbits) | ones
+    return (top if sign else 0) | (30 << mbits) | ones
+
+
+@jit
+def round_out(sign, sig, exp, sticky, mbits, usr20, ovf):
+    """Round a finite value once to (5, mbits), overflow per Table 7. With USR[20] = 0 the
+    all-ones exponent is one more binade: values from 2^15 up round as half their value (the
+    same relative rounding) one binade higher, saturating at 0x7FFF."""
+    if usr20 == 0 and sig != 0 and _msb(sig) + exp >= 15:  # 2^15 and up: the top two binades
+        bits, _ = round_pack(sign, sig, exp - 1, sticky, EXP, mbits, RNE, False, True)
+        return np.int64(bits) + (np.int64(1) << mbits)
+    bits, _ = round_pack(sign, sig, exp, sticky, EXP, mbits, RNE, False, usr20 == 1 and ovf == 1)
+    return np.int64(bits)
+
+
+@jit
+def _order_key(bits, mbits):
+    """Total order of non-NaN (5, mbits) bits by value, -0 below +0."""
+    magnitude = np.int64(bits) & ((np.int64(1) << (EXP + mbits)) - 1)
+    return -magnitude - 1 if (np.int64(bits) >> (EXP + mbits)) & 1 else magnitude
+
+
+@jit
+def limit(bits, prev, fb_op, infnan):
+    """min (fb_op 0) or max (1) of two FP16+4 values, IEEE 754-2019: a NaN wins."""
+    if decode(bits, EXP, M_CVT, infnan)[0] == NAN:
+        return bits
+    if decode(prev, EXP, M_CVT, infnan)[0] == NAN:
+        return prev
+    prev_larger = _order_key(prev, M_CVT) > _order_key(bits, M_CVT)
+    return prev if prev_larger == (fb_op == 1) else bits
+
+
+@jit
+def _shape(cls, sign, kind):
+    """Table 5 on (class, sign): kinds 0 x, 1 min(x, 0), 2 max(x, 0), 3 |x|; +4 negates."""
+    if cls == NAN:
+        return cls, sign
+    base = kind & 3
+    if (base == 1 and sign == 0) or (base == 2 and sign == 1):
+        cls, sign = ZERO, 0
+    elif base == 3:
+        sign = 0
+    if kind >= 4:
+        sign ^= 1
+    return cls, sign
+
+
+@jit
+def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ovf, usr20, usr21):
+    """One cell of the convert: the (5, 14) bits of s * shape(ACC + b_i) + b_o."""
+    m_out = M_CVT if rnd else M_FP16
+    ca, sa, ma, ea = unpack(acc_bits, ebits, mbits)
+    cb, sb, mb, eb = decode(in_bias, EXP, M_IN_BIAS, usr20)
+    if ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
+        ct, st, mt, et = NAN, 0, np.int64(0), np.int64(0)
+    elif ca == INF or cb == INF:
+        ct, st, mt, et = INF, sa if ca == INF else sb, np.int64(0), np.int64(0)
+    elif ca == FINITE and cb == ZERO:  # x + 0 is x, already in the accumulator format
+        ct, st, mt, et = ca, sa, ma, ea
+    else:
+        sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
+        t = round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]
+        ct, st, mt, et = unpack(t, ebits, mbits)
+    ct, st = _shape(ct, st, kind)
+    cs, ss, ms, es = decode(scale, EXP, M_CVT, usr20)
+    co, so, mo, eo = decode(out_bias, EXP, M_CVT, usr20)
+    cp, sp = NAN, ss ^ st
+    if cs != NAN and ct != NAN:
+        if cs == INF or ct == INF:
+            cp = NAN if cs == ZERO or ct == ZERO else INF
+        else:
+            cp = ZERO if cs == ZERO or ct == ZERO else FINITE
+    if cp == NAN or co == NAN or (cp == INF and co == INF and sp != so):
+        y = special_out(True, 0, m_out, usr20, usr21, ovf)
+    elif cp == INF or co == INF:
+        y = special_out(False, sp if cp == INF else so, m_out, usr20, usr21, ovf)
+    else:
+        mp = ms * mt if cp == FINITE else np.int64(0)
+        sign, sig, exp, sticky = exact_add(sp, mp, es + et, so, mo, eo)
+        if sig == 0:
+            y = np.int64(sign) << (EXP + m_out)
+        else:
+            y = round_out(sign, sig, exp, sticky, m_out, usr20, ovf)
+    return y if rnd else y << 4
+
+
+@jit
+def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf,
+            usr20, usr21, ebits, mbits):
+    """The convert transfer (section 2.3, chapter 5) of one accumulator into ``out``.
+
+    ``acc``: accumulator cells (uint64, spatial by filter); ``in_bias``, ``shape``, ``scale``,
+    ``out_bias``: the bias register fields of the 32 filters (raw bits, Table 4); ``prev``: the
+    convert state before (feedback C'); ``out``: the new convert state, (5, 14) bits (uint32);
+    ``shapes``: ``shape_table``; the rest are the convert Rs fields and USR[20], USR[21].
+    """
+    for s in range(acc.shape[0]):
+        for o in range(acc.shape[1]):
+            sc, ob = scale[o], out_bias[o]
+            if fb_dest == 1:
+                ob = limit(ob, prev[s, o], fb_op, usr20)
+            elif fb_dest == 2:
+                sc = limit(sc, prev[s, o], fb_op, usr20)
+            out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob, ebits,
+                                     mbits, rnd, ovf, usr20, usr21)
+
