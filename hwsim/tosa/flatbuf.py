@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import struct
 
 import numpy as np
 
@@ -115,7 +116,7 @@ def read_tosa(data: bytes, source: str = "<bytes>", batch: int | None = None) ->
         if root.RegionsLength() != 1 or root.Regions(0).BlocksLength() != 1:
             raise TosaError(source, "several regions or blocks (control flow is not supported)")
         return _read_block(root.Regions(0).Blocks(0), source, batch)
-    except (IndexError, ValueError, UnicodeDecodeError) as exc:    # a truncated buffer
+    except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:   # truncated
         raise TosaError(source, f"corrupt flatbuffer: {exc}") from None
 
 

@@ -71,7 +71,7 @@ def ulp_error(sim: np.ndarray, golden: np.ndarray, dt: DType) -> np.ndarray:
     ulp = np.maximum(reference_ulp(g, dt), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         err = np.where(ulp > 0, np.abs(s - g) / np.where(ulp > 0, ulp, 1.0), np.inf)
-    return np.where(same, 0.0, np.nan_to_num(err, nan=np.inf))
+    return np.where(same, 0.0, np.nan_to_num(err, nan=np.inf, posinf=np.inf))
 
 
 def calc_abs_error_bound(magnitude, bounds_value, lower_bound: float, divisor: float,

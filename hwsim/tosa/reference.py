@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -49,13 +50,19 @@ class ReferenceError(TosaError):
         super().__init__(where, f"reference model: graph is {status}: {message}")
 
 
+# file descriptors are process-wide: one capture at a time, or threads restore each other's
+_CAPTURE = threading.Lock()
+
+
 @contextlib.contextmanager
 def captured_output() -> Iterator[list[str]]:
-    """Send file descriptors 1 and 2 to a temporary file; yields a list that gets the text."""
+    """Send file descriptors 1 and 2 to a temporary file; yields a list that gets the text.
+    Output of other threads during the capture is captured too (use ``isolated`` runs in
+    threaded callers)."""
     sys.stdout.flush()
     sys.stderr.flush()
     box: list[str] = []
-    with tempfile.TemporaryFile() as sink:
+    with _CAPTURE, tempfile.TemporaryFile() as sink:
         saved = os.dup(1), os.dup(2)
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
@@ -105,11 +112,12 @@ def graph_inputs(graph: Graph, inputs) -> list[np.ndarray]:
     return arrays
 
 
-def run_graph(graph: Graph, inputs: Inputs) -> dict[str, np.ndarray]:
-    """Run ``graph`` on the reference model; the outputs by name, as each tensor's values."""
+def run_graph(graph: Graph, inputs: Inputs, isolated: bool = False) -> dict[str, np.ndarray]:
+    """Run ``graph`` on the reference model; the outputs by name, as each tensor's values.
+    ``isolated`` runs the reference model binary in a subprocess (thread-safe, slower)."""
     import tosa_reference_model as rm
     arrays = [to_bits(t.dtype, a) for t, a in zip(graph.inputs, graph_inputs(graph, inputs))]
-    if any(t.dtype.name in BINARY_ONLY for t in graph.inputs + graph.outputs):
+    if isolated or any(t.dtype.name in BINARY_ONLY for t in graph.inputs + graph.outputs):
         return dict(zip((t.name for t in graph.outputs), _run_binary(graph, arrays)[0]))
     where = f"graph {graph.name}"
     flatbuffer = write_tosa(graph)

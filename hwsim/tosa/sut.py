@@ -12,9 +12,11 @@ the chosen target, and the outputs are written where the runner's verifier (``to
 compares them with the reference model's compliance results.
 
 A target is one function, ``run(graph, inputs) -> {output name: array}``, registered under a
-name with ``register_target`` (``"reference"`` runs the graph on the reference model and is
-built in). A scheduler provides its machine by calling ``register_target`` when its module is
-imported and adding one line to ``TARGET_MODULES`` so this module can import it on demand.
+name with ``register_target``. ``"reference"`` is built in: it runs the reference model binary
+in a subprocess, like tosa-tools' own SUT (the runner's worker threads share file descriptors,
+so the in-process wrapper's output capture is not thread-safe). A scheduler provides its machine
+by calling ``register_target`` when its module is imported and adding one line to
+``TARGET_MODULES`` so that this module can import it on demand.
 Tests of operators a target does not list are skipped, not failed.
 """
 
@@ -53,7 +55,12 @@ def register_target(name: str, run, operators=None) -> None:
     TARGETS[name] = Target(name, run, frozenset(operators) if operators else None)
 
 
-register_target("reference", run_reference)
+def _reference(graph: Graph, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
+    # the runner's worker threads share file descriptors: run the binary, not in-process
+    return run_reference(graph, inputs, isolated=True)
+
+
+register_target("reference", _reference)
 
 
 def target(name: str) -> Target:
