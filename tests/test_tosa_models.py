@@ -109,3 +109,15 @@ def test_mlperf_fp32_models_import_and_run(stem, classes):
     assert np.all(np.isfinite(out))
     if classes == 10:
         assert abs(float(out.sum()) - 1) < 1e-5        # ends in a softmax
+
+
+@needs_models
+def test_readme_graph_example_runs(monkeypatch):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Models and the TOSA reference"):]
+    begin = section.index("```python\n") + len("```python\n")
+    code = section[begin:section.index("```\n", begin)]
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert int(np.argmax(list(scope["out"].values())[0])) == 5

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from hwsim.errors import TosaError
-from hwsim.tosa.dtypes import DType, dtype
+from hwsim.tosa.dtypes import DType
 from hwsim.tosa.flatbuf import write_tosa
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.traces.files import atomic_write_bytes
@@ -226,7 +226,3 @@ class GraphBuilder:
         atomic_write_bytes(path, write_tosa(graph))
         return graph
 
-
-def acc_type(dt: "str | DType") -> str:
-    """The accumulator type the builder uses for a conv/pool input type."""
-    return ACC[dtype(dt).name]

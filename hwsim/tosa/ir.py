@@ -22,6 +22,7 @@ import numpy as np
 
 from hwsim.errors import TosaError
 from hwsim.tosa.dtypes import DType, cast, dtype
+from hwsim.tosa.ops import SPECS
 from hwsim.tosa.schema import schema
 
 
@@ -70,11 +71,11 @@ class Tensor:
 
 
 class Operator:
-    """One TOSA operator. Attributes read as fields (``op.stride``), inputs by role (``op.bias``)."""
+    """One TOSA operator: attributes read as fields (``op.stride``), inputs by role
+    (``op.bias``)."""
 
     def __init__(self, op: str, inputs: Iterable[Tensor], outputs: Iterable[Tensor],
                  attrs: dict[str, Any] | None = None, name: str | None = None):
-        from hwsim.tosa.ops import SPECS
         self.op = op
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -144,7 +145,9 @@ class Operator:
 
     @property
     def param_bytes(self) -> int:
-        return sum(t.nbytes for t in self.inputs if t.is_const)
+        """Bytes of this operator's constant inputs (shared ones, e.g. a zero point, count in
+        each operator that reads them), shapes excluded."""
+        return sum(t.nbytes for t in self.inputs if t.is_const and t.dtype.kind != "shape")
 
     def error(self, condition: str) -> TosaError:
         return TosaError(f"{self.op}[{self.name}]", condition)
@@ -278,7 +281,7 @@ class Graph:
 
     @property
     def param_bytes(self) -> int:
-        """Bytes of constant data (weights, biases, scales, tables, zero points), shapes excluded."""
+        """Bytes of constant data (weights, biases, scales, tables, zero points), not shapes."""
         return sum(t.nbytes for t in self.constants if t.dtype.kind != "shape")
 
     # -- derived graphs -----------------------------------------------------------------------

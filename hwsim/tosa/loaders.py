@@ -1,4 +1,4 @@
-"""Getting a model into a ``Graph``: ``.tosa`` flatbuffers, TOSA MLIR (text or bytecode), ``.tflite``.
+"""Getting a model into a ``Graph``: ``.tosa`` flatbuffers, TOSA MLIR text or bytecode, ``.tflite``.
 
 The format is recognised by content, not by file name: a ``TOSA`` flatbuffer identifier, a
 ``TFL3`` TFLite identifier, the MLIR bytecode magic ``ML\\xefR``, or MLIR text. MLIR becomes a

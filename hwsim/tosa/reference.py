@@ -29,7 +29,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 
 from hwsim.errors import TosaError
-from hwsim.tosa.dtypes import from_bits, to_bits
+from hwsim.tosa.dtypes import DType, from_bits, to_bits
 from hwsim.tosa.flatbuf import write_tosa
 from hwsim.tosa.ir import Graph, Operator
 from hwsim.tosa.schema import tool
@@ -176,8 +176,8 @@ def _run_binary(graph: Graph, arrays: list[np.ndarray], precise: bool = False) \
         folder = Path(tmp)
         (folder / "graph.tosa").write_bytes(write_tosa(graph))
         ifm = [f"in{i}.npy" for i in range(len(arrays))]
-        for name, array in zip(ifm, arrays):
-            np.save(folder / name, array)
+        for t, name, array in zip(graph.inputs, ifm, arrays):
+            save_npy(folder / name, t.dtype, from_bits(t.dtype, array))
         desc = {"tosa_file": "graph.tosa", "ifm_name": [t.name for t in graph.inputs],
                 "ifm_file": ifm, "ofm_name": names,
                 "ofm_file": [f"out{i}.npy" for i in range(len(names))], "expected_failure": False,
@@ -197,3 +197,17 @@ def _run_binary(graph: Graph, arrays: list[np.ndarray], precise: bool = False) \
         if not precise:
             outputs = [from_bits(t.dtype, a) for t, a in zip(graph.outputs, outputs)]
         return outputs, (load("bounds_") if precise else None)
+
+
+def save_npy(path, dt: DType, values) -> None:
+    """A ``.npy`` file as the reference model writes it: bf16/fp8e4m3 as little-endian void
+    (``<V2``/``<V1``), which ``tosa_verify`` requires, fp8e5m2 as its bytes (uint8), other
+    types as numpy saves them."""
+    array = np.asarray(values, dtype=dt.np)
+    if dt.view is None or dt.name == "fp8e5m2":
+        np.save(path, array if dt.view is None else array.view(dt.view))
+        return
+    header = {"descr": f"<V{array.itemsize}", "fortran_order": False, "shape": array.shape}
+    with open(path, "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, header)
+        fh.write(array.tobytes())

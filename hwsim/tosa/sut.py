@@ -32,7 +32,7 @@ from hwsim.errors import ConfigError, HwsimError, ScheduleError, TosaError
 from hwsim.tosa.dtypes import from_bits
 from hwsim.tosa.ir import Graph
 from hwsim.tosa.loaders import load_graph
-from hwsim.tosa.reference import ReferenceError, graph_inputs
+from hwsim.tosa.reference import ReferenceError, graph_inputs, save_npy
 from hwsim.tosa.reference import run_graph as run_reference
 
 # target name -> module that registers it when imported (one line per scheduler)
@@ -127,16 +127,3 @@ class TosaSUTRunner(_load_runner_base()):
             save_npy(folder / file, by_name[name].dtype, outputs[name])
         return result.TOSA_VALID, None
 
-
-def save_npy(path, dt, values) -> None:
-    """A ``.npy`` file as the reference model writes it: bf16/fp8e4m3 as little-endian void
-    (``<V2``/``<V1``), which ``tosa_verify`` requires, fp8e5m2 as its bytes (uint8), other
-    types as numpy saves them."""
-    array = np.asarray(values, dtype=dt.np)
-    if dt.view is None or dt.name == "fp8e5m2":
-        np.save(path, array if dt.view is None else array.view(dt.view))
-        return
-    header = {"descr": f"<V{array.itemsize}", "fortran_order": False, "shape": array.shape}
-    with open(path, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, header)
-        fh.write(array.tobytes())
