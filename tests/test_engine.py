@@ -143,3 +143,26 @@ def test_binned_spreads_amounts_and_conserves_total():
     sums, width = binned([(0, 10, 100), (5, 5, 50)], 20, 4)
     assert width == 5
     assert sums.tolist() == pytest.approx([50, 100, 0, 0])
+
+
+def test_analytic_stalls_extend_the_op_and_are_reported():
+    e = Engine(1e9)
+    u = e.unit("u", queue_depth=4)
+    log = []
+
+    def execute():
+        log.append(e.env.now)
+        return Work(3, stalls={"bank conflict": 2})
+    e.run([Op(u, execute, "a"), op(u, 1, log=log, name="b")])
+    assert log == [0, ("b", 5)]               # the second op starts after 3 + 2 cycles
+    assert u.busy == 4 and u.stalls == {"bank conflict": 2}
+
+
+def test_waiting_for_a_dependency_that_has_not_started_is_a_stall():
+    e = Engine(1e9)
+    a, b, c = e.unit("a"), e.unit("b"), e.unit("c")
+    e.run([op(a, 10, name="busy"),
+           op(a, 1, latency=2, writes=("r",), name="producer"),   # starts at 10
+           op(b, 1, reads=("r",), name="consumer")])
+    assert b.stalls == {"wait r": 13}
+    assert c.stalls == {}

@@ -12,6 +12,7 @@ from hwsim.errors import ConfigError
 
 MACHINES = {
     # name: "module:Class"
+    "gap9": "hwsim.targets.gap9.machine:Gap9",
 }
 
 

@@ -10,6 +10,9 @@ op starts when its unit is free and the ops it depends on are done, then:
 * port transfers are reserved from the start time; a port is a pipe of ``width`` bytes per cycle
   shared first come, first served, plus a latency that concurrent users overlap. When a transfer
   outlasts the op's own cycles the unit is stalled on that port;
+* ``stalls`` are extra cycles a machine's own analytic model charges to the op, by reason (e.g.
+  memory bank conflicts counted from the op's addresses): they extend the op and show in the
+  unit's stall statistics;
 * ``commit`` runs when the results are ready, before anything else that happens in that cycle, so a
   reader that starts in the same cycle sees the new data and one that starts earlier sees the old.
 
@@ -37,14 +40,15 @@ from hwsim.errors import HwsimError
 
 class Work:
     """What an op does once started. ``cycles``: unit occupancy; ``latency``: more cycles until
-    results are ready; ``transfers``: ((port, nbytes), ...); ``commit``: writes the results."""
+    results are ready; ``transfers``: ((port, nbytes), ...); ``commit``: writes the results;
+    ``stalls``: {reason: cycles} the op is additionally held, from a machine's analytic model."""
 
-    __slots__ = ("cycles", "latency", "transfers", "macs", "commit")
+    __slots__ = ("cycles", "latency", "transfers", "macs", "commit", "stalls")
 
     def __init__(self, cycles: int = 1, latency: int = 0, transfers=(), macs: int = 0,
-                 commit: Callable[[], None] | None = None):
+                 commit: Callable[[], None] | None = None, stalls: dict | None = None):
         self.cycles, self.latency, self.transfers = cycles, latency, transfers
-        self.macs, self.commit = macs, commit
+        self.macs, self.commit, self.stalls = macs, commit, stalls
 
 
 class Op:
@@ -127,7 +131,9 @@ class Unit:
                 if dep.started_at is None:
                     if dep._started is None:
                         dep._started = env.event()
+                    waited_from = env.now
                     yield dep._started
+                    self._stall(f"wait {resource}", env.now - waited_from)
                 until = dep.ready_at if raw else dep.started_at
                 if until > env.now:
                     self._stall(f"wait {resource}", until - env.now)
@@ -138,6 +144,9 @@ class Unit:
             op.started_at = start
             work = op.execute()
             end = start + work.cycles
+            for reason, cycles in (work.stalls or {}).items():
+                self._stall(reason, cycles)
+                end += max(0, cycles)
             arrival = end
             for port, nbytes in work.transfers:
                 slot_end, data_at = port.reserve(start, nbytes)

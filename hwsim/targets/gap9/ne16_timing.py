@@ -1,0 +1,131 @@
+"""NE16 timing: a job as its sequence of controller states, each with the cycles it returns.
+
+Follows the GVSoC NE16 state machine (gvsoc-pulp ``pulp/ne16/src/ne16_fsm.cpp``): per output
+patch and k_out subtile, [streamin], then per k_in subtile load -> matrix-vector, then
+norm/quant, then streamout. Each state's cost is its streamer accesses (``ne16_access_cycles``
+each, one per cycle) plus the fixed bubbles GVSoC adds when entering or leaving a state; a
+state's L1 traffic is priced against other masters by the machine (``tcdm.Traffic``).
+
+Per state: load reads one 16-byte word per input pixel of the patch (25 in 3x3 modes; 1x1 pads
+its 9 or fewer to ``ne16_1x1_slots``; linear loads 16 words, 32 in 16-bit mode); matrix-vector
+reads one weight word per output channel and weight bit in 3x3 modes (the bit-serial loop, so
+fewer bits are faster), one per output channel in 1x1 mode (the 9 rows hold the bit-planes, so
+the bit width does not matter), and per channel in depthwise mode; norm/quant reads the shifts,
+one 4-byte scale word per iteration (``norm_bits`` iterations) and 4 bias words; streamout
+writes one word per output pixel (8-bit) or one 32-byte word per 8 channels (32-bit), visiting
+disabled positions too. 1x1 streamout is padded to ``ne16_1x1_slots``. GVSoC's 1x1 streamout
+formula can go negative for 32-bit output; here the padding is ``max(stores, slots)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hwsim.targets.gap9.ne16_job import TP_IN, Ne16Job
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    cycles: int
+    l1_bytes: int
+    accesses: int
+    words_per_access: float
+
+
+class _Costs:
+    """The parameters the states use, read once per job (reading a ParamSet records it)."""
+
+    NAMES = ("ne16_access_cycles", "ne16_load_enter_cycles", "ne16_mv_enter_3x3_cycles",
+             "ne16_mv_enter_1x1_cycles", "ne16_dw_first_cycles", "ne16_mv_exit_cycles",
+             "ne16_1x1_slots")
+
+    def __init__(self, t):
+        for name in self.NAMES:
+            setattr(self, name, getattr(t, name))
+
+
+def _words(nbytes: int) -> float:
+    """TCDM words one streamer access touches (GVSoC reads the width plus 4 alignment bytes)."""
+    return -(-(nbytes + 4) // 4)
+
+
+def _load(job: Ne16Job, t, n: int, width: int) -> State:
+    slots = t.ne16_1x1_slots if job.pointwise and not job.linear else n
+    cycles = t.ne16_load_enter_cycles + n * t.ne16_access_cycles + max(0, slots - n)
+    return State("load", cycles, n * width, n, _words(width))
+
+
+def _matrixvec(job: Ne16Job, t, k_out: int) -> State:
+    qw, access = job.weight_bits, t.ne16_access_cycles
+    bpp = 1 if job.mode16 else 2
+    if job.depthwise:
+        cycles = t.ne16_dw_first_cycles + k_out * qw * access
+        return State("matrix-vector", cycles, k_out * qw * 18, k_out * qw, _words(18))
+    if job.linear or job.pointwise:
+        per_k = qw if job.linear else 1
+        width = 32 if job.linear else qw * bpp
+        cycles = (t.ne16_mv_enter_1x1_cycles + k_out * per_k * access + t.ne16_mv_exit_cycles)
+        return State("matrix-vector", cycles, k_out * per_k * width, k_out * per_k, _words(width))
+    cycles = t.ne16_mv_enter_3x3_cycles + k_out * qw * access + t.ne16_mv_exit_cycles
+    return State("matrix-vector", cycles, k_out * qw * 9 * bpp, k_out * qw, _words(9 * bpp))
+
+
+def _normquant(job: Ne16Job, t, k_out: int) -> State:
+    bits = job.norm_bits
+    scales = bits if k_out == job.tp_out else -(-k_out * bits // 32)
+    shifts = 1 if job.config["norm_shift"] else 0
+    biases = 4 if job.config["norm_bias"] else 0
+    n = scales + shifts + biases
+    nbytes = 4 * scales + 32 * shifts + 32 * biases
+    return State("norm/quant", n * t.ne16_access_cycles, nbytes, n, _words(16))
+
+
+def _streamout(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
+    words = job.out_words(k_out)
+    nbytes = job.out_bits // 8 if job.quant else 4
+    if job.linear:
+        stores, pixels = words, 1
+    else:
+        stores = ((rows - 1) * 3 + cols) * words
+        pixels = rows * cols if not job.strided else ((rows + 1) // 2) * ((cols + 1) // 2)
+    slots = t.ne16_1x1_slots if job.pointwise and not job.linear else stores
+    cycles = max(stores, slots) * t.ne16_access_cycles
+    return State("streamout", cycles, pixels * k_out * nbytes, stores, _words(32))
+
+
+def _streamin(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
+    n = (1 if job.linear else rows * cols) * job.out_words(k_out)
+    return State("streamin", n * t.ne16_access_cycles, n * 32, n, _words(32))
+
+
+def job_states(job: Ne16Job, t) -> list[State]:
+    """The states of ``job`` in execution order (equal states are one shared object)."""
+    costs, cache = _Costs(t), {}
+
+    def state(fn, *args) -> State:
+        key = (fn, args)
+        if key not in cache:
+            cache[key] = fn(job, costs, *args)
+        return cache[key]
+
+    states: list[State] = []
+    patches = [(0, 0)] if job.linear else [(i, j) for i in range(job.nb_ho)
+                                           for j in range(job.nb_wo)]
+    for ko in range(job.nb_ko):
+        k_out = job.k_out_lim(ko)
+        for i, j in patches:
+            rows, cols = job.h_out(i), job.w_out(j)
+            if job.streamin:
+                states.append(state(_streamin, rows, cols, k_out))
+            for ki in range(job.k_in_subtiles):
+                if job.linear:
+                    states.append(state(_load, job.linear_vectors(ki), TP_IN))
+                else:
+                    width = job.k_in_bytes(ko if job.depthwise else ki)
+                    states.append(state(_load, job.h_in(i) * job.w_in(j), width))
+                states.append(state(_matrixvec, k_out))
+            if job.quant:
+                states.append(state(_normquant, k_out))
+            states.append(state(_streamout, rows, cols, k_out))
+    return states

@@ -1,0 +1,104 @@
+"""TOSA integer helpers, vectorised: the exact semantics the cluster kernels implement.
+
+Each function follows the TOSA 1.0 pseudocode (``shared/notes/tosa-spec-digest.md`` section 4;
+spec S0 L7887-7928 for the scale helpers, L844-877 for the lookup, L6513-6572 for RESCALE,
+L2968-2986 for ARITHMETIC_RIGHT_SHIFT). Arithmetic is int64 numpy; every intermediate the spec
+keeps in int64 or int48 fits. Where the spec says REQUIRE (a result the graph leaves
+unpredictable) the helpers compute the two's complement result instead of failing: 32-bit
+additions wrap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+RANGES = {"i8": (-128, 127), "u8": (0, 255), "i16": (-32768, 32767), "u16": (0, 65535),
+          "i32": (-(1 << 31), (1 << 31) - 1)}
+STORAGE = {"i8": np.int8, "u8": np.uint8, "i16": np.dtype("<i2"), "u16": np.dtype("<u2"),
+           "i32": np.dtype("<i4")}
+
+
+def wrap(values, bits: int) -> np.ndarray:
+    """Two's complement wrap of int64 values to ``bits`` bits."""
+    half = 1 << (bits - 1)
+    return ((np.asarray(values, np.int64) + half) & ((1 << bits) - 1)) - half
+
+
+def apply_scale_32(value, multiplier, shift, double_round: bool = False) -> np.ndarray:
+    value, multiplier, shift = (np.asarray(a, np.int64) for a in (value, multiplier, shift))
+    rnd = np.left_shift(np.int64(1), shift - 1)
+    if double_round:
+        big = shift > 31
+        rnd = rnd + np.where(big & (value >= 0), 1 << 30, 0) - np.where(big & (value < 0),
+                                                                            1 << 30, 0)
+    return wrap((value * multiplier + rnd) >> shift, 32)
+
+
+def apply_scale_16(value, multiplier, shift) -> np.ndarray:
+    value, multiplier, shift = (np.asarray(a, np.int64) for a in (value, multiplier, shift))
+    return wrap((value * multiplier + np.left_shift(np.int64(1), shift - 1)) >> shift, 32)
+
+
+def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:
+    """(multiplier, shift) with multiplier * 2^-shift ~ 1/count (spec reciprocal_scale)."""
+    count = np.asarray(count, np.int64)
+    k = 32 - clz32(count - 1)
+    multiplier = (((1 << 30) + 1) << k) // count
+    return multiplier, 30 + k
+
+
+def clz32(value) -> np.ndarray:
+    """Leading zeros of int32 values (CLZ(0) = 32); frexp is exact for 32-bit integers."""
+    v = (np.asarray(value, np.int64) & 0xFFFFFFFF).astype(np.float64)
+    return 32 - np.frexp(v)[1].astype(np.int64)
+
+
+def lookup_i16(table, value) -> np.ndarray:
+    """TABLE int16: 513-entry table, 9.7 index, linear interpolation -> int32 (16.7)."""
+    table = np.asarray(table, np.int64)
+    x = np.clip(np.asarray(value, np.int64), -32768, 32767)
+    index = (x + 32768) >> 7
+    fraction = x & 0x7F
+    base, nxt = table[index], table[np.minimum(index + 1, 512)]
+    return (base << 7) + (nxt - base) * fraction
+
+
+def arithmetic_right_shift(value, shift, bits: int, rnd: bool) -> np.ndarray:
+    value, shift = np.asarray(value, np.int64), np.asarray(shift, np.int64)
+    result = value >> shift
+    if rnd:
+        last = (value >> np.maximum(shift - 1, 0)) & 1
+        result = result + np.where((shift > 0) & (last != 0), 1, 0)
+    return wrap(result, bits)
+
+
+def logical_left_shift(value, shift, bits: int) -> np.ndarray:
+    return wrap(np.left_shift(np.asarray(value, np.int64), np.asarray(shift, np.int64)), bits)
+
+
+def rescale(value, multiplier, shift, input_zp: int, output_zp: int, out_type: str,
+            scale32: bool = True, double_round: bool = False, input_unsigned: bool = False,
+            in_bits: int = 32) -> np.ndarray:
+    """TOSA RESCALE of ``value`` (int64, signed view of the input) along its last axis.
+
+    ``multiplier``/``shift`` have one entry (per tensor) or one per channel. ``out_type`` is the
+    result's type after the unsigned flags: i8/u8/i16/u16/i32. Returns int64 values in range.
+    """
+    v = np.asarray(value, np.int64)
+    zp = np.int64(input_zp)
+    if input_unsigned:
+        mask = (1 << in_bits) - 1
+        v, zp = v & mask, zp & mask
+    v = v - zp
+    if scale32:
+        out = apply_scale_32(v, multiplier, shift, double_round)
+    else:
+        out = apply_scale_16(v, multiplier, shift)
+    lo, hi = RANGES[out_type]
+    return np.clip(wrap(out + output_zp, 32), lo, hi)
+
+
+def store(values, dtype: str) -> np.ndarray:
+    """In-range values as the bytes of a tensor of ``dtype`` (u8 in an i8 tensor wraps)."""
+    bits = int(dtype[1:])
+    return wrap(values, bits).astype(STORAGE["i" + dtype[1:]])
