@@ -9,7 +9,8 @@ from hwsim.tosa.builder import GraphBuilder
 from hwsim.tosa.dtypes import dtype
 from hwsim.tosa.judge import judge, judge_layer, statistics
 from hwsim.tosa.models import model, sample_input
-from hwsim.tosa.numerics import (DotProductRule, calc_abs_error_bound, check_cast_fp,
+from hwsim.tosa.numerics import (DotProductRule, abs_error_bound, calc_abs_error_bound,
+                                 check_cast_fp,
                                  check_dot_product, check_fp, check_fp_bnd, reference_ulp,
                                  ulp_error)
 from hwsim.tosa.reference import goldens
@@ -57,6 +58,8 @@ def test_calc_abs_error_bound_for_exp():
     assert bound[1] == 143 * 2.0 ** -126 * 2.0 ** -23     # magnitude floored at normal_min
     low = calc_abs_error_bound(np.array([0.0]), np.array([4.0]), 0.5, 1, FP32)
     assert low[0] == 0.5 * 2.0 ** -23                      # the 0.5 lower bound of TANH
+    assert abs_error_bound("EXP", ref, x, FP32).tolist() == bound.tolist()
+    assert abs_error_bound("EXP", ref, x, FP16)[0] == 1 * 2.0 ** -10     # err_base 1 for fp16
 
 
 def test_cast_allows_round_to_zero_and_nearest_only():
@@ -139,9 +142,15 @@ def test_verdicts_on_constructed_layers():
     assert v.status == "compliant" and v.exact == 3 and v.max_err == 1.0 and v.unit == "ULP"
     v = judge(add, off, golden, ref64=golden.astype(np.float64) + [0.4 * 2.0 ** -23, 0, 0, 0])
     assert v.status == "deviates" and "1 elements outside" in str(v)
-    clamp = single_op("EXP", "fp32")
+    exp = single_op("EXP", "fp32")
     with pytest.raises(Exception, match="needs the input values x"):
-        judge(clamp, off, golden, ref64=ref64)
+        judge(exp, off, golden, ref64=ref64)
+    x = np.zeros(4)                                        # bound 3 ulp at exp(0) = 1
+    e_ref = np.ones(4)
+    assert judge(exp, np.float32([1 + 3 * 2.0 ** -23, 1, 1, 1]), np.float32(e_ref),
+                 ref64=e_ref, x=x).status == "compliant"
+    assert judge(exp, np.float32([1 + 4 * 2.0 ** -23, 1, 1, 1]), np.float32(e_ref),
+                 ref64=e_ref, x=x).status == "deviates"
     ints = single_op("CLZ", "int32")
     v = judge(ints, np.array([1, 2, 3, 9]), np.array([1, 2, 3, 4]))
     assert (v.status, v.unit, v.max_err, v.exact) == ("deviates", "LSB", 5.0, 3)

@@ -38,6 +38,8 @@ def test_run_graph_accepts_lists_dicts_and_arrays():
         run_graph(g, [np.ones(3), a])
     with pytest.raises(TosaError, match="1 inputs given, the graph has 2"):
         run_graph(g, a)
+    with pytest.raises(TosaError, match=r"input x: values 0.0..3000000000.0 do not fit int32"):
+        run_graph(g, [np.array([[0, 3e9]] * 2), a])
 
 
 def test_bf16_and_fp8_cross_as_bit_views():
@@ -110,3 +112,14 @@ def test_reference_fp64_gives_reference_and_bound():
     with pytest.raises(ReferenceError, match="ERROR"):
         reference_fp64(argmax_with_bad_output(), argmax_with_bad_output().operators[0],
                        {"x": np.zeros((2, 3), np.int8)})
+
+
+def test_builder_fully_connected_is_a_dense_layer():
+    rng = np.random.default_rng(0)
+    w, bias = rng.normal(size=(5, 7)).astype(np.float32), rng.normal(size=5).astype(np.float32)
+    x = rng.normal(size=(3, 7)).astype(np.float32)
+    b = GraphBuilder()
+    y = b.fully_connected(b.input((3, 7), "fp32"), b.const(w, "fp32"), b.const(bias, "fp32"))
+    g = b.build(y)
+    assert [op.op for op in g] == ["RESHAPE", "CONV2D", "RESHAPE"] and g.macs == 3 * 5 * 7
+    np.testing.assert_allclose(run_graph(g, x)[y.name], x @ w.T + bias, rtol=1e-5, atol=1e-5)

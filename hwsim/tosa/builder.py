@@ -113,9 +113,10 @@ class GraphBuilder:
         n, ic = x.shape
         oc = weight.shape[0]
         x4 = self.reshape(x, (n, 1, 1, ic))
-        w4 = weight if weight.rank == 4 else self.const(weight.data.reshape(oc, 1, 1, ic),
-                                                        weight.dtype)
-        return self.reshape(self.conv2d(x4, w4, bias, input_zp=input_zp), (n, oc))
+        if weight.rank == 2:
+            weight = (self.const(weight.data.reshape(oc, 1, 1, ic), weight.dtype)
+                      if weight.is_const else self.reshape(weight, (oc, 1, 1, ic)))
+        return self.reshape(self.conv2d(x4, weight, bias, input_zp=input_zp), (n, oc))
 
     def matmul(self, a: Tensor, b: Tensor, a_zp: int = 0, b_zp: int = 0) -> Tensor:
         n, h, _ = a.shape

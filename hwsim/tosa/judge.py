@@ -21,8 +21,8 @@ from hwsim.errors import HwsimError
 from hwsim.tosa.dtypes import DType, dtype
 from hwsim.tosa.ir import Graph, Operator
 from hwsim.tosa.numerics import (ABS_BOUND_OPS, DOT_OPS, ULP_OPS, DotProductRule,
-                                 check_cast_fp, check_dot_product, check_fp, check_fp_bnd,
-                                 lsb_error, ulp_error)
+                                 abs_error_bound, check_cast_fp, check_dot_product, check_fp,
+                                 check_fp_bnd, lsb_error, ulp_error)
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,11 @@ def judge(op: Operator, sim: np.ndarray, golden: np.ndarray, *, ref64=None, bnd6
     dt = op.output.dtype
     exact, max_err, mean_err = statistics(sim, golden, dt)
     size = int(np.asarray(golden).size)
-    verdict = lambda status, check, detail="": Verdict(
-        f"{op.op}[{op.name}]", dt.name, size, exact, max_err, mean_err,
-        "ULP" if dt.is_float else "LSB", status, check, detail)
+
+    def verdict(status: str, check: str, detail: str = "") -> Verdict:
+        return Verdict(f"{op.op}[{op.name}]", dt.name, size, exact, max_err, mean_err,
+                       "ULP" if dt.is_float else "LSB", status, check, detail)
+
     if exact == size:
         return verdict("exact", "bit-exact")
     if not dt.is_float:
@@ -126,8 +128,8 @@ def _elementwise(op: Operator, sim, ref, dt: DType, x) -> tuple[np.ndarray, str]
     if op.op in ABS_BOUND_OPS:
         if x is None:
             raise HwsimError(f"{op.op}[{op.name}]: its error bound needs the input values x")
-        bound = ABS_BOUND_OPS[op.op](ref, np.asarray(x, np.float64), dt)
-        return check_fp_bnd(sim, ref, bound, dt), "absolute error bound"
+        return check_fp_bnd(sim, ref, abs_error_bound(op.op, ref, x, dt), dt), \
+            "absolute error bound"
     if op.op == "CAST" and op.input.dtype.is_float:
         return check_cast_fp(sim, ref, dt), "cast: round to zero or nearest"
     if op.op == "CAST":

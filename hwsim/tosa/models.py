@@ -158,7 +158,13 @@ def softmax_int8(b: GraphBuilder, x: Tensor, scale: float, zp: int) -> Tensor:
     difference in LSB; 1/sum from CLZ normalisation and three Newton-Raphson steps in Q29.
     Exact for up to 512 classes (the sum stays below 2^31)."""
     axis, n_rows = x.rank - 1, x.shape[:-1] + (1,)
-    col = lambda v: b.const(np.full(n_rows, v), "int32")             # noqa: E731
+
+    def col(value: int) -> Tensor:                                    # one int32 per row
+        return b.const(np.full(n_rows, value), "int32")
+
+    def q29(value: float) -> Tensor:                                  # Q2.29 fixed point
+        return col(round(value * (1 << 29)))
+
     r = b.rescale(x, 1.0, "int32", input_zp=zp)                       # x - zp
     d = b.sub(r, b.reduce("REDUCE_MAX", r, axis))                     # -255 .. 0
     k = np.arange(-256, 257)
@@ -167,7 +173,6 @@ def softmax_int8(b: GraphBuilder, x: Tensor, scale: float, zp: int) -> Tensor:
     total = b.reduce("REDUCE_SUM", e, axis)
     lead = b.unary("CLZ", total)
     f = b.logical_left_shift(total, b.sub(lead, col(1)))              # in [2^30, 2^31)
-    q29 = lambda v: col(round(v * (1 << 29)))                         # noqa: E731
     x_est = b.sub(q29(48 / 17), b.mul(f, q29(32 / 17), shift=31))     # 1/f to 1/17
     for _ in range(3):
         x_est = b.mul(x_est, b.sub(q29(2.0), b.mul(f, x_est, shift=31)), shift=29)

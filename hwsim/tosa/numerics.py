@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwsim.tosa.dtypes import DType, dtype
-from hwsim.tosa.ir import Operator
+from hwsim.tosa.dtypes import DType
 
 ULP_OPS = {"ADD": 0.5, "SUB": 0.5, "MUL": 0.5, "CEIL": 0.5, "FLOOR": 0.5, "RECIPROCAL": 1.0,
            "RSQRT": 2.0, "ERF": 5.0}
@@ -35,18 +34,22 @@ DOT_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "CONV3D", "MATMUL",
            "REDUCE_SUM")
 
 
-def _err_base(dt: DType) -> float:
-    return 3.0 if dt.name == "fp32" else 1.0
-
-
-# calcAbsErrorBound(bound_magnitude, bounds_value(x, dt), lower_bound, normal_divisor) per op
+# per operator: (bounds_value(|x|, err_base), lower_bound) of calcAbsErrorBound(out_ref, ...)
 ABS_BOUND_OPS = {
-    "EXP": lambda ref, x, dt: calc_abs_error_bound(ref, _err_base(dt) + 2 * np.abs(x), 0, 1, dt),
-    "LOG": lambda ref, x, dt: calc_abs_error_bound(ref, np.full_like(ref, 5.0), 0.5, 1, dt),
-    "SIGMOID": lambda ref, x, dt: calc_abs_error_bound(ref, 2 * (1 + np.abs(x)), 0, 1, dt),
-    "TANH": lambda ref, x, dt: calc_abs_error_bound(
-        ref, 4 * (_err_base(dt) + 2 * np.abs(x)), 0.5, 1, dt),
+    "EXP": (lambda ax, base: base + 2 * ax, 0.0),                 # S0:L4113
+    "LOG": (lambda ax, base: np.full_like(ax, 5.0), 0.5),         # S0:L4221
+    "SIGMOID": (lambda ax, base: 2 * (1 + ax), 0.0),              # S0:L2737
+    "TANH": (lambda ax, base: 4 * (base + 2 * ax), 0.5),          # S0:L2820
 }
+
+
+def abs_error_bound(op: str, ref, x, dt: DType) -> np.ndarray:
+    """The absolute error bound of EXP, LOG, SIGMOID or TANH at input ``x`` (err_base is 3
+    for fp32, else 1)."""
+    bounds_value, lower = ABS_BOUND_OPS[op]
+    base = 3.0 if dt.name == "fp32" else 1.0
+    return calc_abs_error_bound(ref, bounds_value(np.abs(np.asarray(x, np.float64)), base),
+                                lower, 1, dt)
 
 
 def lsb_error(sim: np.ndarray, golden: np.ndarray) -> np.ndarray:
@@ -154,7 +157,10 @@ def check_dot_product(imp, ref, bnd, out: DType, ksb: int, *, fp32: bool = False
     imp, ref, bnd = (np.asarray(a, np.float64).reshape(-1) for a in (imp, ref, bnd))
     abs_bound = 2.0 * ksb * (rule.fp32_abs_factor if fp32 else 1)
     var_bound = 4 * 0.4 * ksb
-    fail = lambda why, e=0.0: DotProductResult(False, why, ksb, e, abs_bound, 0.0, var_bound)
+
+    def fail(why: str, worst: float = 0.0) -> DotProductResult:
+        return DotProductResult(False, why, ksb, worst, abs_bound, 0.0, var_bound)
+
     if np.any(np.isnan(ref) & ~np.isnan(imp)):
         return fail("a NaN reference has a non-NaN result")
     with np.errstate(over="ignore", invalid="ignore"):

@@ -7,10 +7,13 @@ of one run; ``run_operator`` runs one operator of a graph as a one-operator grap
 ``reference_fp64`` returns the fp64 reference and the dot-product bound of an operator (the
 binary's ``--precise_mode``; the binding's precise mode cannot return its outputs).
 
-What the reference model needs is handled here: bf16/fp8 tensors cross as integer views; its
-prints on bad graphs are captured at the file-descriptor level and reduced to one line; it is
-told not to attach gdb (``TOSA_MODEL_NO_BACKTRACE``, read by its fatal-error handler); and its
-ERROR / UNPREDICTABLE statuses become a ``ReferenceError`` (a ``TosaError``) with that line.
+What the reference model needs is handled here: bf16/fp8 tensors cross as integer views (and
+as ``<V2``/``<V1`` ``.npy`` files for the binary); int4/int48 graph inputs and outputs, which
+the binding rejects, and ``isolated=True`` runs (thread-safe) go through the binary in a
+subprocess; its prints on bad graphs are captured at the file-descriptor level and reduced to
+one line; it is told not to attach gdb (``TOSA_MODEL_NO_BACKTRACE``, read by its fatal-error
+handler); and its ERROR / UNPREDICTABLE statuses become a ``ReferenceError`` (a ``TosaError``)
+with that line.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 
 from hwsim.errors import TosaError
-from hwsim.tosa.dtypes import DType, from_bits, to_bits
+from hwsim.tosa.dtypes import DType, cast, from_bits, to_bits
 from hwsim.tosa.flatbuf import write_tosa
 from hwsim.tosa.ir import Graph, Operator
 from hwsim.tosa.schema import tool
@@ -39,7 +42,7 @@ os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")
 
 # element types the Python binding rejects as graph inputs/outputs: these run on the binary
 BINARY_ONLY = ("int4", "int48")
-Inputs = "Sequence[np.ndarray] | Mapping[str, np.ndarray] | np.ndarray"
+Inputs = Sequence[np.ndarray] | Mapping[str, np.ndarray] | np.ndarray
 
 
 class ReferenceError(TosaError):
@@ -108,7 +111,10 @@ def graph_inputs(graph: Graph, inputs) -> list[np.ndarray]:
         if array.shape != t.shape:
             raise TosaError(f"graph {graph.name}", f"input {t.name} has shape "
                                                    f"{list(array.shape)}, expected {list(t.shape)}")
-        arrays.append(array.astype(t.dtype.np))
+        try:
+            arrays.append(cast(t.dtype, array) if t.dtype.is_int else array.astype(t.dtype.np))
+        except TosaError as exc:
+            raise TosaError(f"graph {graph.name}", f"input {t.name}: {exc.condition}") from None
     return arrays
 
 
@@ -191,12 +197,12 @@ def _run_binary(graph: Graph, arrays: list[np.ndarray], precise: bool = False) \
             status = "UNPREDICTABLE" if done.returncode == 1 else "ERROR"
             raise ReferenceError(f"graph {graph.name}", status,
                                  key_message(done.stderr + "\n" + done.stdout))
-        load = lambda prefix: [np.load(folder / f"{prefix}out{i}.npy").reshape(t.shape)
-                               for i, t in enumerate(graph.outputs)]          # noqa: E731
-        outputs = load("")
+        outputs = [np.load(folder / f"out{i}.npy").reshape(t.shape)
+                   for i, t in enumerate(graph.outputs)]
         if not precise:
-            outputs = [from_bits(t.dtype, a) for t, a in zip(graph.outputs, outputs)]
-        return outputs, (load("bounds_") if precise else None)
+            return [from_bits(t.dtype, a) for t, a in zip(graph.outputs, outputs)], None
+        return outputs, [np.load(folder / f"bounds_out{i}.npy").reshape(t.shape)
+                         for i, t in enumerate(graph.outputs)]
 
 
 def save_npy(path, dt: DType, values) -> None:
