@@ -64,20 +64,23 @@ def statistics(sim: np.ndarray, golden: np.ndarray, dt: DType) -> tuple[int, flo
 
 
 def dot_product_shape(op: Operator) -> tuple[int, DType, bool]:
-    """(KS, accumulator type, has a non-zero bias) of a dot-product operator."""
-    out = op.output.dtype
+    """(KS, accumulator type, has a non-zero bias) of a dot-product operator (spec Appendix A
+    "Floating-Point Operator Test Data" defines KS per operator)."""
+    out, first = op.output.dtype, op.inputs[0]
     acc = dtype(op.attrs.get("acc_type", out.name))
-    if op.op in ("CONV2D", "TRANSPOSE_CONV2D", "CONV3D"):
-        ks = int(np.prod(op.weight.shape[1:]))
-    elif op.op == "DEPTHWISE_CONV2D":
-        ks = op.weight.shape[0] * op.weight.shape[1]
-    elif op.op == "MATMUL":
-        ks = op.A.shape[2]
+    weight = op.inputs[1] if len(op.inputs) > 1 else None
+    if op.op in ("CONV2D", "TRANSPOSE_CONV2D", "CONV3D"):       # weight [OC, ..., IC]
+        ks = int(np.prod(weight.shape[1:]))
+    elif op.op == "DEPTHWISE_CONV2D":                           # weight [KH, KW, C, M]
+        ks = weight.shape[0] * weight.shape[1]
+    elif op.op == "MATMUL":                                     # A [N, H, C]
+        ks = first.shape[2]
     elif op.op == "AVG_POOL2D":
         ks = int(np.prod(op.kernel))
     else:                                           # REDUCE_SUM: bf16 accumulates in fp32
-        ks, acc = op.input.shape[op.axis], dtype("fp32" if out.name == "bf16" else out.name)
-    bias = op.roles().get("bias")
+        ks, acc = first.shape[op.axis], dtype("fp32" if out.name == "bf16" else out.name)
+    bias = op.inputs[2] if op.op in ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D",
+                                     "CONV3D") else None
     has_bias = bias is not None and (not bias.is_const or bool(np.any(bias.data != 0)))
     return ks, acc, has_bias
 
@@ -130,7 +133,7 @@ def _elementwise(op: Operator, sim, ref, dt: DType, x) -> tuple[np.ndarray, str]
             raise HwsimError(f"{op.op}[{op.name}]: its error bound needs the input values x")
         return check_fp_bnd(sim, ref, abs_error_bound(op.op, ref, x, dt), dt), \
             "absolute error bound"
-    if op.op == "CAST" and op.input.dtype.is_float:
+    if op.op == "CAST" and op.inputs[0].dtype.is_float:
         return check_cast_fp(sim, ref, dt), "cast: round to zero or nearest"
     if op.op == "CAST":
         return check_fp(sim, ref, 0.5, dt), "0.5 ulp"
