@@ -11,4 +11,12 @@ from hwsim.targets import machine, targets
 
 __version__ = "0.1.0"
 
-__all__ = ["machine", "targets", "__version__"]
+
+def load_graph(model, batch: int = 1):
+    """A validated TOSA graph (``hwsim.tosa.Graph``) from a ``.tosa``, TOSA MLIR or ``.tflite``
+    file; a dynamic batch dimension becomes ``batch``."""
+    from hwsim.tosa import load_graph as load
+    return load(model, batch)
+
+
+__all__ = ["machine", "targets", "load_graph", "__version__"]

@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     tg.add_argument("--all", action="store_true",
                     help="also list architectural parameters (sizes, numeric modes)")
     tg.set_defaults(func=cmd_targets)
+
+    from hwsim.tosa.cli import register as register_model_commands
+    register_model_commands(sub)
     return parser
 
 

@@ -1,0 +1,84 @@
+"""``hwsim import`` and ``hwsim inspect``: the model commands, registered by ``hwsim.cli``.
+
+``import`` turns a ``.tflite`` model (or TOSA MLIR) into a ``.tosa`` file with a fixed batch;
+``inspect`` prints a model's operators in topological order with shapes, element types, MACs and
+parameter bytes per layer, and the totals. Both accept any format ``load_graph`` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+
+from hwsim.traces.files import atomic_write_text
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the model commands to the ``hwsim`` command's sub-parsers."""
+    imp = sub.add_parser("import", help="convert a .tflite / TOSA MLIR model to a .tosa file",
+                         description="Convert a model to a validated .tosa flatbuffer "
+                                     "(dynamic batch fixed to --batch).")
+    imp.add_argument("model", metavar="MODEL", help=".tflite, .mlir, .mlirbc or .tosa")
+    imp.add_argument("-o", "--output", metavar="OUT.tosa", required=True)
+    imp.add_argument("--batch", type=int, default=1, help="dynamic batch size (default 1)")
+    imp.set_defaults(func=cmd_import)
+
+    ins = sub.add_parser("inspect", help="list a model's layers, shapes, MACs and parameters",
+                         description="Print each operator in topological order with its "
+                                     "output, shapes, element types, MACs and parameter bytes.")
+    ins.add_argument("model", metavar="MODEL", help=".tosa, .tflite, .mlir or .mlirbc")
+    ins.add_argument("--batch", type=int, default=1, help="dynamic batch size (default 1)")
+    ins.add_argument("--json", metavar="OUT.json", help="also write the table as JSON")
+    ins.set_defaults(func=cmd_inspect)
+
+
+def cmd_import(args) -> int:
+    from hwsim.tosa.loaders import load_graph, save_graph
+    graph = load_graph(args.model, batch=args.batch)
+    save_graph(graph, args.output)
+    print(f"{args.output}: {_headline(graph)}")
+    return 0
+
+
+def _headline(graph) -> str:
+    return (f"{len(graph)} operators, {graph.macs:,} MACs, {graph.param_bytes:,} parameter "
+            f"bytes")
+
+
+def _shape(tensor) -> str:
+    return f"{tensor.dtype}[{','.join(map(str, tensor.shape))}]"
+
+
+def layer_rows(graph) -> list[dict]:
+    """One row per operator: what ``inspect`` prints and writes as JSON."""
+    rows = []
+    for index, op in enumerate(graph):
+        data = [t for t in op.inputs if not t.is_const]
+        rows.append({"index": index, "op": op.op, "name": op.name,
+                     "inputs": [_shape(t) for t in data],
+                     "outputs": [_shape(t) for t in op.outputs],
+                     "macs": op.macs, "param_bytes": op.param_bytes})
+    return rows
+
+
+def cmd_inspect(args) -> int:
+    from hwsim.tosa.loaders import load_graph
+    graph = load_graph(args.model, batch=args.batch)
+    rows = layer_rows(graph)
+    print(f"{args.model}: {_headline(graph)}")
+    print("inputs:  " + ", ".join(f"{t.name} {_shape(t)}" for t in graph.inputs))
+    print("outputs: " + ", ".join(f"{t.name} {_shape(t)}" for t in graph.outputs))
+    print(f"{'#':>4}  {'operator':<22} {'output':<16} {'input -> output':<44} "
+          f"{'MACs':>11} {'params':>9}")
+    for row in rows:
+        flow = f"{' '.join(row['inputs']) or '-'} -> {' '.join(row['outputs'])}"
+        print(f"{row['index']:>4}  {row['op']:<22} {row['name'][:16]:<16} {flow:<44} "
+              f"{row['macs']:>11,} {row['param_bytes']:>9,}")
+    counts = Counter(op.op for op in graph)
+    print("operators: " + ", ".join(f"{name} {n}" for name, n in counts.most_common()))
+    if args.json:
+        summary = {"model": str(args.model), "operators": len(graph), "macs": graph.macs,
+                   "param_bytes": graph.param_bytes, "layers": rows}
+        atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
+    return 0

@@ -1,0 +1,242 @@
+"""``.tosa`` flatbuffers: read one into a ``Graph``, write a ``Graph`` back.
+
+Reading uses the flatbuffer classes generated from the TOSA schema (the ``tosa`` package that
+tosa-tools installs); writing goes through the serialization library's Python binding
+(``tosa_serializer``), so the files are exactly what tosa-tools itself writes (TOSA 1.1 draft
+version stamp, accepted by the reference model). Attribute fields come from the schema
+(``hwsim.tosa.schema``): no field is listed here. The main basic block of the first region is
+the graph; CONST and CONST_SHAPE operators become constant tensors and are written again.
+Not supported: control-flow sub-graphs, variables, unranked tensors, constants kept in
+separate files.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import struct
+
+import numpy as np
+
+from hwsim.errors import TosaError
+from hwsim.tosa.dtypes import BY_ENUM, DType, dtype, from_bytes
+from hwsim.tosa.ir import Graph, Operator, Tensor
+from hwsim.tosa.schema import Field, schema
+
+CONST_OPS = ("CONST", "CONST_SHAPE")
+
+
+def _str(value) -> str:
+    return value.decode() if isinstance(value, bytes) else (value or "")
+
+
+def _vector(table, field: Field) -> np.ndarray:
+    array = getattr(table, field.method + "AsNumpy")()
+    return np.zeros(0, np.uint8) if isinstance(array, int) else array   # absent -> 0
+
+
+@functools.lru_cache(maxsize=None)
+def _table_class(name: str):
+    return getattr(importlib.import_module(f"tosa.{name}"), name)
+
+
+def _read_attributes(op_name: str, fb_op, where: str, input_dtype: DType | None) -> dict:
+    sch = schema()
+    fields = sch.fields(op_name)
+    if not fields:
+        return {}
+    kind = fb_op.AttributeType()
+    expected = sch.attribute_table(op_name)
+    if kind < 1 or sch.union[kind - 1] != expected:
+        found = sch.union[kind - 1] if 0 < kind <= len(sch.union) else "none"
+        raise TosaError(where, f"attribute table is {found}, expected {expected}")
+    table = _table_class(expected)()
+    raw = fb_op.Attribute()
+    table.Init(raw.Bytes, raw.Pos)
+    attrs = {}
+    for field in fields:
+        if field.type == "[ubyte]":
+            data = _vector(table, field).tobytes()
+            attrs[field.name] = (_scalar(input_dtype, data, where) if op_name == "CLAMP"
+                                 else data)
+        elif field.type.startswith("["):
+            attrs[field.name] = [int(v) for v in _vector(table, field)]
+        elif field.type == "string":
+            attrs[field.name] = _str(getattr(table, field.method)())
+        elif field.type in sch.enums:
+            value = sch.enums[field.type][getattr(table, field.method)()]
+            attrs[field.name] = BY_ENUM[value].name if field.type == "DType" else value
+        else:
+            attrs[field.name] = getattr(table, field.method)()
+    return attrs
+
+
+def _scalar(dt: DType | None, data: bytes, where: str):
+    if dt is None or len(data) < dt.np.itemsize:
+        raise TosaError(where, f"min_val/max_val hold {len(data)} bytes, expected a {dt} value")
+    return np.frombuffer(data[:dt.np.itemsize], dtype=dt.np)[0].item()
+
+
+def _read_tensor(fb, where: str) -> Tensor:
+    name = _str(fb.Name())
+    if fb.IsUnranked() or fb.Variable():
+        raise TosaError(where, f"tensor {name} is unranked or a variable (not supported)")
+    type_name = schema().enums["DType"][fb.Type()]
+    if type_name not in BY_ENUM:
+        raise TosaError(where, f"tensor {name} has element type {type_name} (not supported)")
+    dt = BY_ENUM[type_name]
+    shape = [int(d) for d in fb.ShapeAsNumpy()] if fb.ShapeLength() else []
+    data = None
+    if fb.DataLength():
+        if any(d < 1 for d in shape):
+            raise TosaError(where, f"constant {name} has a dynamic shape {shape}")
+        data = from_bytes(dt, fb.DataAsNumpy().tobytes(), tuple(shape))
+    return _Pending(name, shape, dt, data)
+
+
+class _Pending:
+    """A tensor as the file has it; dynamic dimensions (-1) are resolved before building."""
+
+    def __init__(self, name, shape, dt, data):
+        self.name, self.shape, self.dtype, self.data = name, list(shape), dt, data
+
+
+def read_tosa(data: bytes, source: str = "<bytes>", batch: int | None = None) -> Graph:
+    """Parse a ``.tosa`` flatbuffer. ``batch`` fixes a dynamic (-1) leading dimension."""
+    from tosa.TosaGraph import TosaGraph
+    if len(data) < 8 or data[4:8] != b"TOSA":
+        raise TosaError(source, "not a TOSA flatbuffer (no 'TOSA' file identifier)")
+    try:
+        root = TosaGraph.GetRootAs(data, 0)
+        version = root.Version()
+        major, minor = version._Major(), version._Minor()
+        if major != 1:
+            raise TosaError(source, f"TOSA version {major}.{minor}; hwsim reads 1.x files "
+                                    "(re-export 0.x graphs with a current converter)")
+        if root.RegionsLength() != 1 or root.Regions(0).BlocksLength() != 1:
+            raise TosaError(source, "several regions or blocks (control flow is not supported)")
+        return _read_block(root.Regions(0).Blocks(0), source, batch)
+    except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:   # truncated
+        raise TosaError(source, f"corrupt flatbuffer: {exc}") from None
+
+
+def _read_block(block, source: str, batch: int | None) -> Graph:
+    pending = {}
+    for i in range(block.TensorsLength()):
+        t = _read_tensor(block.Tensors(i), source)
+        pending[t.name] = t
+    for i in range(block.ShapesLength()):
+        s = block.Shapes(i)
+        values = s.DataAsNumpy().tobytes() if s.DataLength() else b""
+        shape = from_bytes(dtype("shape"), values, (s.Rank(),)) if values or not s.Rank() \
+            else None
+        pending[_str(s.Name())] = _Pending(_str(s.Name()), [s.Rank()], dtype("shape"), shape)
+    raw_ops = []
+    for i in range(block.OperatorsLength()):
+        fb = block.Operators(i)
+        name = schema().ops[fb.Op()]
+        ins = [_str(fb.Inputs(j)) for j in range(fb.InputsLength())]
+        outs = [_str(fb.Outputs(j)) for j in range(fb.OutputsLength())]
+        where = f"{source}: operator {i} ({name})"
+        for tensor in ins + outs:
+            if tensor not in pending:
+                raise TosaError(where, f"refers to tensor {tensor!r}, which the block does "
+                                       "not declare")
+        first = pending[ins[0]].dtype if ins else None
+        raw_ops.append((name, ins, outs, _read_attributes(name, fb, where, first)))
+    inputs = [_str(block.Inputs(i)) for i in range(block.InputsLength())]
+    outputs = [_str(block.Outputs(i)) for i in range(block.OutputsLength())]
+    for name in inputs + outputs:
+        if name not in pending:
+            raise TosaError(source, f"graph input/output {name!r} is not a declared tensor")
+    if batch is not None:
+        _fix_batch(pending, raw_ops, batch, source)
+    return _build(pending, raw_ops, inputs, outputs, _str(block.Name()) or "main", source)
+
+
+def _fix_batch(pending: dict, raw_ops: list, batch: int, source: str) -> None:
+    """Set a dynamic leading dimension (-1) to ``batch``; then resolve the -1 entries of the
+    RESHAPE shapes and SLICE sizes that use it (converters emit e.g. RESHAPE to [-1, 12])."""
+    for t in pending.values():
+        if t.dtype.kind != "shape" and -1 in t.shape:
+            if -1 in t.shape[1:]:
+                raise TosaError(source, f"tensor {t.name} has shape {t.shape}: only a dynamic "
+                                        "batch (leading) dimension can be fixed")
+            t.shape[0] = batch
+    resolved: dict[str, list[int]] = {}
+    for op, ins, outs, _ in raw_ops:
+        for i, name in enumerate(ins):
+            shape_t = pending[name]
+            if shape_t.dtype.kind != "shape" or shape_t.data is None or -1 not in shape_t.data:
+                continue
+            if (op, i) not in (("RESHAPE", 1), ("SLICE", 2)):
+                raise TosaError(source, f"shape {name} = {list(shape_t.data)} has a -1 that "
+                                        f"{op} input {i} cannot take")
+            want = [int(v) if v != -1 else d
+                    for v, d in zip(shape_t.data, pending[outs[0]].shape)]
+            if resolved.setdefault(name, want) != want:
+                raise TosaError(source, f"shape {name} resolves to both {resolved[name]} and "
+                                        f"{want}")
+    for name, values in resolved.items():
+        pending[name].data = np.array(values, np.int64)
+
+
+def _build(pending, raw_ops, inputs, outputs, name, source) -> Graph:
+    for op, _, outs, _ in raw_ops:
+        if op in CONST_OPS and (len(outs) != 1 or pending[outs[0]].data is None):
+            raise TosaError(source, f"{op} {outs} has no embedded data")
+    try:
+        tensors = {n: Tensor(p.name, p.shape, p.dtype, p.data) for n, p in pending.items()}
+        ops = [Operator(op, [tensors[n] for n in ins], [tensors[n] for n in outs], attrs)
+               for op, ins, outs, attrs in raw_ops if op not in CONST_OPS]
+        return Graph(ops, [tensors[n] for n in inputs], [tensors[n] for n in outputs], name)
+    except TosaError as exc:
+        raise TosaError(f"{source}: {exc.operator}", exc.condition) from None
+
+
+def write_tosa(graph: Graph) -> bytes:
+    """The graph as a ``.tosa`` flatbuffer (constants embedded)."""
+    import tosa_serializer as ts
+    ser = ts.TosaSerializer("")
+    block = ser.currRegion.currBasicBlock
+    for t in graph.inputs:
+        ser.addInputTensor(ts.TosaSerializerTensor(t.name, list(t.shape), _ts_dtype(t.dtype)))
+    written = {t.name for t in graph.inputs}
+    for op in graph:
+        for t in op.inputs + op.outputs:
+            if t.name in written:
+                continue
+            written.add(t.name)
+            if t.is_const:
+                ser.addConst(list(t.shape), _ts_dtype(t.dtype), t.data, t.name)
+            else:
+                block.addTensor(t.name, list(t.shape), _ts_dtype(t.dtype))
+        attr = ts.TosaSerializerAttribute()
+        fields = schema().fields(op.op)
+        getattr(attr, schema().attribute_table(op.op))(
+            *(_ts_value(op, f, op.attrs[f.name]) for f in fields))
+        block.addOperator(getattr(ts.Op, op.op), [t.name for t in op.inputs],
+                          [t.name for t in op.outputs], attr)
+    for t in graph.outputs:
+        if t.name not in written:                       # a constant graph output
+            ser.addConst(list(t.shape), _ts_dtype(t.dtype), t.data, t.name)
+        block.addOutput(t.name)
+    return ser.serialize()
+
+
+def _ts_dtype(dt: DType):
+    import tosa_serializer as ts
+    return getattr(ts.DType, dt.enum)
+
+
+def _ts_value(op: Operator, field: Field, value):
+    import tosa_serializer as ts
+    if field.type == "DType":
+        return _ts_dtype(dtype(value))
+    if field.type in schema().enums:
+        return getattr(getattr(ts, field.type), value)
+    if field.type == "[ubyte]":
+        raw = value if isinstance(value, (bytes, bytearray)) else \
+            np.asarray(value, dtype=op.inputs[0].dtype.np).reshape(1).tobytes()
+        return list(raw) + [0] * (-len(raw) % 8)        # the schema aligns these to 8 bytes
+    return value

@@ -1,0 +1,133 @@
+"""Getting a model into a ``Graph``: ``.tosa`` flatbuffers, TOSA MLIR text or bytecode, ``.tflite``.
+
+The format is recognised by content, not by file name: a ``TOSA`` flatbuffer identifier, a
+``TFL3`` TFLite identifier, the MLIR bytecode magic ``ML\\xefR``, or MLIR text. MLIR becomes a
+flatbuffer through ``tosa-opt --tosa-serialize=tosa-flatbuffer-filename=OUT`` (shipped with
+tosa-tools); a ``.tflite`` model becomes TOSA MLIR bytecode through tosa-converter-for-tflite
+(in-process) first. Converters keep the dynamic batch of the MLPerf Tiny models (``?`` in MLIR,
+-1 in the flatbuffer); it is fixed to ``batch`` (default 1) when the graph is built, including
+the ``-1`` entries of RESHAPE shapes and SLICE sizes that depend on it. RESHAPE/TRANSPOSE of
+constants are folded into constants. Everything runs locally, without a cache or network access.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hwsim.errors import ConfigError, HwsimError, TosaError
+from hwsim.traces.files import atomic_write_bytes
+from hwsim.tosa.flatbuf import read_tosa, write_tosa
+from hwsim.tosa.ir import Graph, Operator, Tensor
+from hwsim.tosa.schema import tool
+
+MLIR_BYTECODE = b"ML\xefR"
+
+
+def model_format(data: bytes, source: str = "model") -> str:
+    """``"tosa"``, ``"tflite"``, ``"mlirbc"`` or ``"mlir"`` (text), from the bytes."""
+    if data[4:8] == b"TOSA":
+        return "tosa"
+    if data[4:8] == b"TFL3":
+        return "tflite"
+    if data[:4] == MLIR_BYTECODE:
+        return "mlirbc"
+    head = data[:4096]
+    if b"tosa." in head or b"func.func" in head or b"module" in head:
+        return "mlir"
+    raise TosaError(source, "not a .tosa flatbuffer, TOSA MLIR text/bytecode or .tflite model")
+
+
+def load_graph(model: "str | Path | bytes", batch: int = 1) -> Graph:
+    """A validated graph from a model file (or its bytes); a dynamic batch becomes ``batch``."""
+    data, source = _read(model)
+    kind = model_format(data, source)
+    if kind == "tflite":
+        data, kind = tflite_to_mlir(data, source), "mlirbc"
+    if kind in ("mlir", "mlirbc"):
+        data = mlir_to_tosa(data, source)
+    return fold_constant_layout(read_tosa(data, source, batch=batch))
+
+
+def fold_constant_layout(graph: Graph) -> Graph:
+    """RESHAPE and TRANSPOSE of constants become constants (converters emit them for weights,
+    e.g. depthwise weights reshaped to [KH,KW,C,M]), so a layer's weights are its own data."""
+    folded: dict[str, Tensor] = {}
+    kept = []
+    for op in graph:
+        ins = [folded.get(t.name, t) for t in op.inputs]
+        if op.op in FOLDABLE and ins[0].is_const:
+            out = op.output
+            folded[out.name] = Tensor(out.name, out.shape, out.dtype,
+                                      FOLDABLE[op.op](op, ins[0].data).reshape(out.shape))
+        else:
+            kept.append(Operator(op.op, ins, op.outputs, op.attrs, op.name) if ins != op.inputs
+                        else op)
+    if not folded:
+        return graph
+    outputs = [folded.get(t.name, t) for t in graph.outputs]
+    return Graph(kept, graph.inputs, outputs, graph.name)
+
+
+FOLDABLE = {
+    "RESHAPE": lambda op, data: data,                   # row-major order is kept
+    "TRANSPOSE": lambda op, data: np.transpose(data, op.perms),
+}
+
+
+def save_graph(graph: Graph, path: "str | Path") -> None:
+    """Write ``graph`` as a ``.tosa`` flatbuffer (atomically)."""
+    atomic_write_bytes(path, write_tosa(graph))
+
+
+def _read(model) -> tuple[bytes, str]:
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model), "<bytes>"
+    path = Path(model)
+    try:
+        return path.read_bytes(), str(path)
+    except OSError as exc:
+        raise HwsimError(f"{path}: cannot read model: {exc.strerror}") from None
+
+
+def tflite_to_mlir(data: bytes, source: str = "<tflite>") -> bytes:
+    """TOSA MLIR bytecode for a ``.tflite`` model (tosa-converter-for-tflite)."""
+    try:
+        from tosa_converter_for_tflite import (TosaConverterOutputFormat,
+                                               tflite_flatbuffer_to_tosa_mlir)
+    except ImportError:
+        raise ConfigError("importing .tflite models needs tosa-converter-for-tflite "
+                          "(pip install 'hwsim[tflite]')") from None
+    sink = io.BytesIO()
+    with tempfile.TemporaryDirectory(prefix="hwsim-import-") as tmp:
+        model = Path(tmp) / "model.tflite"
+        model.write_bytes(data)
+        try:
+            tflite_flatbuffer_to_tosa_mlir(str(model), sink, TosaConverterOutputFormat.Bytecode)
+        except Exception as exc:        # the converter raises plain RuntimeErrors
+            raise TosaError(source, f"tosa-converter-for-tflite failed: {_first_line(exc)}") \
+                from None
+    return sink.getvalue()
+
+
+def mlir_to_tosa(data: bytes, source: str = "<mlir>") -> bytes:
+    """A ``.tosa`` flatbuffer for TOSA MLIR text or bytecode (``tosa-opt --tosa-serialize``)."""
+    with tempfile.TemporaryDirectory(prefix="hwsim-import-") as tmp:
+        mlir, out = Path(tmp) / "model.mlir", Path(tmp) / "model.tosa"
+        mlir.write_bytes(data)
+        cmd = [str(tool("tosa-opt")), str(mlir),
+               f"--tosa-serialize=tosa-flatbuffer-filename={out}", "-o", str(Path(tmp) / "out")]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not out.exists():
+            raise TosaError(source, f"tosa-opt --tosa-serialize failed: "
+                                    f"{_first_line(done.stderr or done.stdout)}")
+        return out.read_bytes()
+
+
+def _first_line(text) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"

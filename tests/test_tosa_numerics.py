@@ -1,0 +1,171 @@
+"""Judging numerics: ULP and bound checks, the dot-product test and per-layer verdicts, each on
+constructed cases whose answer is known from the spec text."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from hwsim.tosa.builder import GraphBuilder
+from hwsim.tosa.dtypes import dtype
+from hwsim.tosa.judge import judge, judge_layer, statistics
+from hwsim.tosa.models import model, sample_input
+from hwsim.tosa.numerics import (DotProductRule, abs_error_bound, calc_abs_error_bound,
+                                 check_cast_fp,
+                                 check_dot_product, check_fp, check_fp_bnd, reference_ulp,
+                                 ulp_error)
+from hwsim.tosa.reference import goldens
+
+FP32, FP16, BF16, E4M3 = (dtype(n) for n in ("fp32", "fp16", "bf16", "fp8e4m3"))
+
+
+def test_reference_ulp():
+    got = reference_ulp(np.array([1.0, 1.5, -3.0, 0.0, np.inf, 2.0 ** -130]), FP32)
+    assert got.tolist() == [2.0 ** -23, 2.0 ** -23, 2.0 ** -22, 0.0, 0.0, 2.0 ** -149]
+    assert reference_ulp(1.0, FP16) == 2.0 ** -10 and reference_ulp(1.0, BF16) == 2.0 ** -7
+    assert reference_ulp(2.0 ** -20, FP16) == 2.0 ** -24      # below normal_min: fixed step
+
+
+def test_check_fp_ulp_bounds():
+    one_up = 1 + 2.0 ** -23
+    assert check_fp([one_up], [1.0], 1, FP32).tolist() == [True]
+    assert check_fp([one_up], [1.0], 0.5, FP32).tolist() == [False]
+    assert check_fp([1.0], [1 + 0.4 * 2.0 ** -23], 0.5, FP32).tolist() == [True]
+    assert check_fp([1.0], [1 + 0.6 * 2.0 ** -23], 0.5, FP32).tolist() == [False]
+    assert check_fp([-one_up], [-1.0], 1, FP32).tolist() == [True]     # sign handled
+    assert check_fp([one_up], [-1.0], 1, FP32).tolist() == [False]
+
+
+def test_check_fp_bnd_special_cases():
+    nan, inf = np.nan, np.inf
+    cases = [  # test, ref, bound, dtype, expected
+        (nan, nan, 0.0, FP32, True), (1.0, nan, 0.0, FP32, False), (nan, 1.0, 1.0, FP32, False),
+        (5.0, 1.0, inf, FP32, True),                       # no bound, nothing to check
+        (0.0, 2.0 ** -130, 0.0, FP32, True),               # subnormal result flushed to zero
+        (-0.0, 0.0, 0.0, FP32, True),                      # sign of zero is free
+        (inf, 65504.0 * 1.5, 1.0, FP16, True),             # overflow must be inf
+        (65504.0, 65504.0 * 1.5, 1.0, FP16, False),
+        (nan, 500.0, 1.0, E4M3, True),                     # e4m3 has no inf: NaN on overflow
+        (nan, 100.0, 1.0, E4M3, False),
+    ]
+    for test, ref, bound, dt, expected in cases:
+        assert check_fp_bnd([test], [ref], bound, dt).tolist() == [expected], (test, ref, dt)
+
+
+def test_calc_abs_error_bound_for_exp():
+    ref, x = np.array([1.0, 1e-40]), np.array([0.0, -70.0])
+    bound = calc_abs_error_bound(ref, 3 + 2 * np.abs(x), 0, 1, FP32)
+    assert bound[0] == 3 * 2.0 ** -23
+    assert bound[1] == 143 * 2.0 ** -126 * 2.0 ** -23     # magnitude floored at normal_min
+    low = calc_abs_error_bound(np.array([0.0]), np.array([4.0]), 0.5, 1, FP32)
+    assert low[0] == 0.5 * 2.0 ** -23                      # the 0.5 lower bound of TANH
+    assert abs_error_bound("EXP", ref, x, FP32).tolist() == bound.tolist()
+    assert abs_error_bound("EXP", ref, x, FP16)[0] == 1 * 2.0 ** -10     # err_base 1 for fp16
+
+
+def test_cast_allows_round_to_zero_and_nearest_only():
+    ref = np.array([1 + 3 * 2.0 ** -9, 1 + 3 * 2.0 ** -9, 1 + 2.0 ** -6, -(1 + 3 * 2.0 ** -9)])
+    test = np.array([1.0, 1 + 2.0 ** -7, 1.0, -(1 + 2.0 ** -7)])
+    assert check_cast_fp(test, ref, BF16).tolist() == [True, True, False, True]
+    assert check_cast_fp([np.inf, 3e38], [1e39, 1e39], BF16).tolist() == [True, False]
+    assert check_cast_fp([-1.0], [1.0], BF16).tolist() == [False]
+
+
+def dot_case(k, size=100):
+    ref = np.linspace(-3, 3, size)
+    bnd = np.full(size, 1.0)
+    return ref + k * 2.0 ** -24, ref, bnd                  # k error units for fp32 out
+
+
+def test_dot_product_absolute_and_variance_bounds():
+    assert check_dot_product(*dot_case(1.2), FP32, ksb=1).passed            # 1.44 <= 1.6
+    result = check_dot_product(*dot_case(1.3), FP32, ksb=1)                 # 1.69 > 1.6
+    assert not result.passed and "sum err^2" in result.reason
+    assert not check_dot_product(*dot_case(2.5), FP32, ksb=1).passed        # |err| > 2
+    imp, ref, bnd = dot_case(0)
+    imp[0] += 2 * 2.0 ** -24                                                # one at the bound
+    result = check_dot_product(imp, ref, bnd, FP32, ksb=1)
+    assert result.passed and result.max_err == 2.0
+    imp[0] += 2.0 ** -24
+    assert "ABS_BOUND 2" in check_dot_product(imp, ref, bnd, FP32, ksb=1).reason
+    relaxed = DotProductRule(fp32_abs_factor=3)
+    assert check_dot_product(imp, ref, bnd, FP32, ksb=1, fp32=True, rule=relaxed).passed
+
+
+def test_dot_product_special_elements():
+    imp, ref, bnd = dot_case(0, 4)
+    assert not check_dot_product(np.where([1, 0, 0, 0], 0.0, imp), np.where([1, 0, 0, 0],
+                                 np.nan, ref), bnd, FP32, 1).passed    # NaN ref needs NaN
+    bnd[1], ref[1], imp[1] = 0.0, 0.0, 1e-30
+    assert "zero bound" in check_dot_product(imp, ref, bnd, FP32, 1).reason
+    imp, ref, bnd = dot_case(0, 4)
+    bnd[2], imp[2] = 3.3e38, 1e30                          # the bound overflows: unchecked
+    assert check_dot_product(imp, ref, bnd, FP32, 1).passed
+    biased = check_dot_product(*dot_case(1.0, 1000), FP32, ksb=4, test_set=3)
+    assert not biased.passed and "sum too large" in biased.reason
+    assert check_dot_product(*dot_case(1.0, 1000), FP32, ksb=4).passed
+
+
+def test_ksb_readings():
+    fp16 = FP16
+    real, integer = DotProductRule(), DotProductRule(ksb_exponent="integer")
+    assert real.ksb(1152, FP32, fp16, False) == 13         # ceil(1152 / 2^6.5)
+    assert integer.ksb(1152, FP32, fp16, False) == 18      # ceil(1152 / 2^6)
+    assert real.ksb(27, FP32, FP32, True) == 28
+
+
+def test_statistics_in_lsb_and_ulp():
+    assert statistics(np.array([1, 5, -3], np.int8), np.array([1, 2, -3], np.int8),
+                      dtype("int8")) == (2, 3.0, 1.0)
+    exact, worst, mean = statistics(np.array([1.0, 1 + 2 ** -22, np.nan], np.float32),
+                                    np.array([1.0, 1.0, np.nan], np.float32), FP32)
+    assert (exact, worst) == (2, 2.0) and mean == pytest.approx(2 / 3)
+    assert ulp_error(np.array([1.0]), np.array([0.0]), FP32).tolist() == [np.inf]
+    bf = np.array([1.0, 1.0078125], ml_dtypes.bfloat16)
+    assert statistics(bf, np.array([1.0, 1.0], ml_dtypes.bfloat16), BF16)[1] == 1.0
+
+
+def single_op(op_name, dt):
+    b = GraphBuilder()
+    x = b.input((4,), dt)
+    out = b.add(x, x) if op_name == "ADD" else b.unary(op_name, x)
+    return b.build(out).operators[0]
+
+
+def test_verdicts_on_constructed_layers():
+    add = single_op("ADD", "fp32")
+    golden = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    assert judge(add, golden, golden).status == "exact"
+    off = golden.copy()
+    off[0] = np.float32(1 + 2.0 ** -23)       # the golden rounded a tie to even, this up
+    ref64 = golden.astype(np.float64) + [0.5 * 2.0 ** -23, 0, 0, 0]
+    v = judge(add, off, golden, ref64=ref64)
+    assert v.status == "compliant" and v.exact == 3 and v.max_err == 1.0 and v.unit == "ULP"
+    v = judge(add, off, golden, ref64=golden.astype(np.float64) + [0.4 * 2.0 ** -23, 0, 0, 0])
+    assert v.status == "deviates" and "1 elements outside" in str(v)
+    exp = single_op("EXP", "fp32")
+    with pytest.raises(Exception, match="needs the input values x"):
+        judge(exp, off, golden, ref64=ref64)
+    x = np.zeros(4)                                        # bound 3 ulp at exp(0) = 1
+    e_ref = np.ones(4)
+    assert judge(exp, np.float32([1 + 3 * 2.0 ** -23, 1, 1, 1]), np.float32(e_ref),
+                 ref64=e_ref, x=x).status == "compliant"
+    assert judge(exp, np.float32([1 + 4 * 2.0 ** -23, 1, 1, 1]), np.float32(e_ref),
+                 ref64=e_ref, x=x).status == "deviates"
+    ints = single_op("CLZ", "int32")
+    v = judge(ints, np.array([1, 2, 3, 9]), np.array([1, 2, 3, 4]))
+    assert (v.status, v.unit, v.max_err, v.exact) == ("deviates", "LSB", 5.0, 3)
+    assert str(v).startswith("CLZ[") and "3/4 bit-exact" in str(v)
+
+
+def test_judge_layer_on_a_perturbed_convolution():
+    """A conv output nudged by fp32 ulps passes the dot-product test; a real error does not."""
+    g = model("resnet8", dtype="fp32", width=0.25, resolution=8)
+    values = goldens(g, sample_input(g))
+    conv = g.operators[0]
+    golden = values[conv.output.name]
+    assert judge_layer(g, conv, golden, values).status == "exact"
+    nudged = np.nextafter(golden, np.float32(np.inf))
+    verdict = judge_layer(g, conv, nudged, values)
+    assert verdict.status == "compliant" and verdict.check.startswith("dot product, ksb 28")
+    wrong = golden + np.float32(0.01)
+    assert judge_layer(g, conv, wrong, values).status == "deviates"
