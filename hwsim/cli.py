@@ -7,6 +7,7 @@ shows the traceback).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -152,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hwsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader of our output went away (e.g. `hwsim inspect ... | head`): not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
