@@ -4,9 +4,11 @@ Units (in-order queues on the shared engine): ``mx``, the matrix unit (outer pro
 ZERO), pipelined with a per-datapath rate (MACs per cycle) and latency and a penalty when the
 datapath changes; ``ls``, a decoupled load/store unit whose transfers go through ``load_ports``
 load ports and one store port, each with a bandwidth and a latency; ``ctl``, the core side
-(address arithmetic, predicates, FPCR, SMSTART/SMSTOP). Dependencies are per register and per ZA
-row group (``semantics``), so four chains on four .S tiles overlap while a chain on one tile is
-latency-bound. Defaults follow the Apple M4 figures in FACTS.md (``params``).
+(address arithmetic, predicates, FPCR, SMSTART/SMSTOP); ``vec``, the streaming-SVE vector side,
+running whole routines (``vec NAME ...`` lines, ``vector``) costed per vector. Dependencies are per
+register and per ZA row group (``semantics``), so four chains on four .S tiles overlap while a
+chain on one tile is latency-bound. Defaults follow the Apple M4 figures in FACTS.md
+(``params``).
 
 Not modelled: caches (memory is one flat space behind the ports), the core's own pipeline beyond
 an issue width for scalar ops, NZCV flags, FPSR, exceptions other than memory faults, and the
@@ -20,16 +22,17 @@ from operator import attrgetter
 from types import SimpleNamespace
 from typing import Iterator
 
-from hwsim.errors import ProgramError
-from hwsim.isa import sme
+from hwsim.errors import Location, ProgramError
+from hwsim.isa import sme, sme_vector
 from hwsim.targets.base import Machine
-from hwsim.targets.sme import numerics
+from hwsim.targets.sme import numerics, vector
 from hwsim.targets.sme.params import PARAMS
-from hwsim.targets.sme.semantics import REQUIRES, SEMANTICS, Recipe
+from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
 from hwsim.targets.sme.state import FPCR, SmeState
 from hwsim.timing.engine import Engine, Op, Work
 
 DATAPATHS = ("fp32", "wide16", "int8", "b16b16")
+VECTOR_WRITES = MEMORY + STORED   # a routine is ordered after the loads and stores before it
 _FREE_AT = attrgetter("free_at")   # a load goes to the load port that frees first
 
 
@@ -42,8 +45,14 @@ class SmeMachine(Machine):
         self.state = SmeState(self.params.svl, self.params.mem_size)
         self.spaces = {"mem": self.state.mem}
 
-    def parse(self, lines) -> list[sme.Instruction]:
-        return [ins for text, loc in lines for ins in sme.parse_line(text, loc)]
+    def parse(self, lines) -> list:
+        program = []
+        for text, loc in lines:
+            if sme_vector.is_vector_line(text):
+                program.append(vector.bind(sme_vector.parse_line(text, loc), self.state.mem))
+            else:
+                program += sme.parse_line(text, loc)
+        return program
 
     def peak_macs_per_cycle(self) -> float:
         return float(max(getattr(self.timing, f"{p}_macs_per_cycle") for p in DATAPATHS))
@@ -54,7 +63,7 @@ class SmeMachine(Machine):
         depth = t.queue_depth
         self.units = {"mx": engine.unit("mx", depth, peak_macs=self.peak_macs_per_cycle()),
                       "ls": engine.unit("ls", depth, in_flight=t.mem_in_flight),
-                      "ctl": engine.unit("ctl", depth)}
+                      "ctl": engine.unit("ctl", depth), "vec": engine.unit("vec", depth)}
         self.load_ports = [engine.port(f"load{i}", t.load_port_bytes_per_cycle,
                                        t.load_latency_cycles) for i in range(t.load_ports)]
         self.store_port = engine.port("store", t.store_port_bytes_per_cycle,
@@ -78,6 +87,10 @@ class SmeMachine(Machine):
         self._check_modes(program)
         units, recipes = self.units, self._recipes
         for ins in program:
+            if isinstance(ins, vector.Bound):
+                yield Op(units["vec"], partial(vector.execute, ins, self), f"vec {ins.op.name}",
+                         writes=VECTOR_WRITES)
+                continue
             recipe = recipes.get(ins.word)
             if recipe is None:
                 recipe = recipes[ins.word] = SEMANTICS[ins.op](self, ins)
@@ -87,12 +100,16 @@ class SmeMachine(Machine):
             yield Op(units[recipe.unit], run, recipe.label, recipe.reads, recipe.writes, None,
                      recipe.parts)
 
-    @staticmethod
-    def _instruction(item) -> sme.Instruction:
-        if isinstance(item, sme.Instruction):
+    def _instruction(self, item):
+        if isinstance(item, (sme.Instruction, vector.Bound)):
             return item
+        if isinstance(item, sme_vector.VecOp):
+            return vector.bind(item, self.state.mem)
         if isinstance(item, int):
             return sme.decode(item)
+        if sme_vector.is_vector_line(item):
+            return vector.bind(sme_vector.parse_line(item, Location("<program>", 1, 1)),
+                               self.state.mem)
         instructions = sme.parse_line(item)
         if len(instructions) != 1:
             raise ProgramError(f"{item!r} expands to {len(instructions)} instructions; pass "
@@ -104,6 +121,11 @@ class SmeMachine(Machine):
         sm, za = self.state.sm, self.state.za_enabled
         b16b16 = self.params.feat_sme_b16b16
         for ins in program:
+            if isinstance(ins, vector.Bound):
+                if not sm:
+                    raise ProgramError(f"{ins.op.loc}: vec {ins.op.name}: needs PSTATE.SM = 1 "
+                                       "(run smstart first)")
+                continue
             needs = REQUIRES.get(ins.op, "")
             if ("sm" in needs and not sm) or ("za" in needs and not za):
                 raise ProgramError(f"{ins.loc}: {ins.text}: needs PSTATE.{needs.upper()} = 1 "
@@ -142,6 +164,12 @@ class SmeMachine(Machine):
     def memory_work(self, nbytes: int, load: bool, cycles: int = 0) -> Work:
         port = min(self.load_ports, key=_FREE_AT) if load else self.store_port
         return Work(cycles, transfers=((port, nbytes),))
+
+    def vector_transfers(self, loaded: int, stored: int) -> tuple:
+        """A vector routine's port traffic: loads spread over the load ports, stores."""
+        share = -(-loaded // len(self.load_ports))
+        return tuple((port, share) for port in self.load_ports if loaded) + (
+            ((self.store_port, stored),) if stored else ())
 
     def za_work(self) -> Work:
         return self._za_work

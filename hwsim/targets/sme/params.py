@@ -9,6 +9,7 @@ int8 4-way 1024, a non-widening .H tile 1024).
 from hwsim.timing.params import Param, ParamTable
 
 _M4 = "FACTS.md (M4, tzakharko/m4-sme-exploration)"
+_SSVE = "measured on M4 (tzakharko/m4-sme-exploration, results/ssve-vector.json)"
 
 PARAMS = ParamTable([
     # -- architecture ----------------------------------------------------------------------
@@ -58,8 +59,10 @@ PARAMS = ParamTable([
           "load latency; no M4 figure"),
     Param("za_array_transfer_cycles", 2, "cycles", f"{_M4}: LDR/STR ZA is slower than going "
           "through Z registers (no figure): assumed to hold the memory pipe 2 cycles"),
-    Param("mem_in_flight", 16, "ops", "assumption: outstanding loads and stores of the "
-          "decoupled load/store unit"),
+    Param("mem_in_flight", 48, "ops", "assumption: outstanding loads and stores of the "
+          "decoupled load/store unit, enough to sustain the measured 420-470 GB/s at the assumed "
+          "latency (Little's law: 2 vectors per cycle x 21 cycles = 42; 16 would cap loads at "
+          "0.76 vectors per cycle, 190 GB/s)"),
     # -- timing: control -------------------------------------------------------------------------
     Param("scalar_issue_width", 4, "ops/cycle", "assumption: address arithmetic on the core's "
           "integer ALUs, several per cycle"),
@@ -71,4 +74,33 @@ PARAMS = ParamTable([
           "state; no M4 figure"),
     Param("queue_depth", 16, "ops", "assumption: instructions each unit buffers ahead of the "
           "in-order front end"),
+    # -- timing: the streaming-SVE vector side (routines, ``vector``) ------------------------
+    Param("ssve_cycles_per_op", 4, "cycles", f"{_SSVE}: FMLA .S 31 GFLOPS and .D 15.6 GFLOPS on "
+          "one thread, i.e. one streaming-SVE vector instruction per 4 cycles at 3.9 GHz"),
+    Param("ssve_latency_cycles", 8, "cycles", f"{_SSVE}: one dependent FMLA chain reaches half "
+          "the throughput (15.7 GFLOPS .S), i.e. 8 cycles"),
+    Param("vec_pack_ops", 3, "ops/vector", "assumption: per packed vector a load, a permute "
+          "(ZIP/UZP, or a ZA slice move) and a store; a BF16 conversion (BFCVT) hides in the "
+          "permute slot"),
+    Param("vec_copy_ops", 2, "ops/vector", "assumption: LD1 and ST1 per vector (slice, reshape, "
+          "pad, transpose)"),
+    Param("vec_unary_ops", 4, "ops/vector", "assumption: LD1, up to two ALU ops (CLAMP: "
+          "SMAX+SMIN or FMAXNM+FMINNM; CLZ), ST1"),
+    Param("vec_binary_ops", 4, "ops/vector", "assumption: two LD1, one ALU op (ADD, SUB, MUL, "
+          "SMAX, FADD, ...), ST1"),
+    Param("vec_rescale_ops", 18, "ops/vector", "assumption: the TOSA-exact RESCALE of 16 int32 "
+          "lanes: LD1W, SUB (zero point), SUNPKLO/HI, MUL .D x2, CMPLT x2, SEL x2 (double-round "
+          "offsets), ADD x2, ASR x2, UZP1, ADD (zero point), SMAX, SMIN, ST1B"),
+    Param("vec_table_ops", 32, "ops/vector", "assumption: an interpolated 16-bit TABLE (513 "
+          "entries in 17 Z registers; no gathers in streaming mode): per 32 halfword lanes two "
+          "lookups of 9 SUB+TBL+ORR on register pairs plus the interpolation, ~62 ops, so ~32 per "
+          "16 int32 lanes"),
+    Param("vec_reduce_ops", 2, "ops/vector", "assumption: LD1 and one ADD/SMAX/FADD/FMAX per "
+          "input vector; the final horizontal reduction is negligible"),
+    Param("vec_pool_ops", 2, "ops/vector", "assumption: LD1 and one ADD/SMAX per window "
+          "element and output vector"),
+    Param("vec_exp_ops", 16, "ops/vector", "assumption: fp32 EXP as range reduction, FEXPA and a "
+          "degree-4 polynomial: ~14 ALU ops, LD1W, ST1W"),
+    Param("vec_reciprocal_ops", 6, "ops/vector", "assumption: LD1W, FRECPE, two Newton steps "
+          "(FRECPS, FMUL), ST1W"),
 ])

@@ -15,6 +15,11 @@ ZA0.S + ZA2.S), .B all four, and a .D tile the group holding it, so a chain on Z
 for ZA1.S, while ZA0.H waits for both halves it overlaps. A slice write (LD1 to a tile, MOVA into
 a tile, LDR ZA) is a partial write of its groups: slice writes overlap each other, and the next
 full reader or writer waits for all of them.
+
+Memory is ordered against the vector unit's routines (``vector``) by two more resources: every
+load and store reads ``mem`` (which a routine writes, so they wait for an earlier routine's
+results and a routine waits for them to start), and every store partly writes ``st`` (which a
+routine also writes, so it waits for the stores before it).
 """
 
 from __future__ import annotations
@@ -58,6 +63,10 @@ def xreg(ins: Instruction, name: str) -> tuple[int, tuple[str, ...]]:
     if n == 31 and kind in ZERO_REGISTERS:
         return -1, ()
     return n, ("sp",) if n == 31 else (f"x{n}",)
+
+
+MEMORY = ("mem",)      # read by every load and store, written by vector routines
+STORED = ("st",)       # partly written by every store, written by vector routines
 
 
 def _fault(ins: Instruction, exc: HwsimError) -> ProgramError:
@@ -173,8 +182,8 @@ def _vector_memory(m, ins, load: bool) -> Recipe:
         return m.memory_work(moved, load)
     z, p = f"z{f['zt']}", f"p{f['pg']}"
     if load:
-        return Recipe("ls", run, regs + (p,), (z,))
-    return Recipe("ls", run, regs + (p, z))
+        return Recipe("ls", run, regs + (p,) + MEMORY, (z,))
+    return Recipe("ls", run, regs + (p, z) + MEMORY, parts=STORED)
 
 
 def _slice(m, ins: Instruction, index_field: str = "rs"):
@@ -207,10 +216,10 @@ def _slice_memory(m, ins, load: bool) -> Recipe:
     def run(ins):
         moved = _transfer(m, ins, address(), current(), active, load)
         return m.memory_work(moved, load)
-    reads = regs + wv + (f"p{f['pg']}",)
+    reads = regs + wv + (f"p{f['pg']}",) + MEMORY
     if load:
         return Recipe("ls", run, reads, parts=tiles)
-    return Recipe("ls", run, reads + tiles)
+    return Recipe("ls", run, reads + tiles, parts=STORED)
 
 
 def za_array(m, ins: Instruction) -> Recipe:
@@ -224,10 +233,10 @@ def za_array(m, ins: Instruction) -> Recipe:
         row = st.za[(st.reg(wv, 32) + off) % n]
         moved = _transfer(m, ins, address(), row, everything, load)
         return m.memory_work(moved, load, m.cost.za_array_transfer_cycles)
-    reads = regs + (f"x{wv}",)
+    reads = regs + (f"x{wv}",) + MEMORY
     if load:
         return Recipe("ls", run, reads, parts=ALL_GROUPS)
-    return Recipe("ls", run, reads + ALL_GROUPS)
+    return Recipe("ls", run, reads + ALL_GROUPS, parts=STORED)
 
 
 # -- ZA moves ------------------------------------------------------------------------------------
@@ -278,7 +287,7 @@ def smstart(m, ins: Instruction) -> Recipe:
                 st.za[...] = 0   # enabling ZA zeroes it
             st.za_enabled = a["start"]
         return Work(m.cost.smstart_cycles)
-    state = tuple(f"z{i}" for i in range(32)) + tuple(f"p{i}" for i in range(16)) \
+    state = tuple(f"z{i}" for i in range(32)) + tuple(f"p{i}" for i in range(16)) + MEMORY \
         if a["sm"] else ()
     # a barrier for the state it changes
     return Recipe("ctl", run, writes=state + (ALL_GROUPS if a["za"] else ()))

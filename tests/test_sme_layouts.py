@@ -1,0 +1,76 @@
+"""SME GEMM operand layouts: panels round-trip, im2col and the depthwise block-diagonal form
+against direct loops, BF16 conversion against the exact-rational oracle."""
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from hwsim.targets.sme import layouts
+from tests import oracle
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 30), st.sampled_from([16, 32]), st.integers(1, 2),
+       st.sampled_from([1, 2, 4]))
+def test_panels_round_trip_and_place_each_value(r, k, rows, vectors, depth):
+    mat = np.arange(r * k, dtype=np.int64).reshape(r, k) + 1
+    flat = layouts.pack_panels(mat, rows, vectors, depth)
+    assert flat.size == layouts.panel_elements(r, k, rows, vectors, depth)
+    assert np.array_equal(layouts.unpack_panels(flat, r, k, rows, vectors, depth), mat)
+    block, steps = rows * vectors, -(-k // depth)
+    i, j = r - 1, k - 1                 # the last value sits where the formula says
+    b, v, row = i // block, i % block // rows, i % rows
+    at = (((b * steps + j // depth) * vectors + v) * rows + row) * depth + j % depth
+    assert flat[at] == mat[i, j] and np.count_nonzero(flat) == r * k
+
+
+def test_im2col_matches_direct_loops_with_padding_stride_and_dilation():
+    rng = np.random.default_rng(0)
+    x = rng.integers(-9, 9, (2, 7, 6, 3))
+    kernel, stride, pad, dilation = (3, 2), (2, 1), (1, 2, 0, 1), (1, 2)
+    cols = layouts.im2col(x, kernel, stride, pad, dilation, fill=100)
+    rows = []
+    for n in range(2):
+        for oy in range((7 + 3 - 3) // 2 + 1):
+            for ox in range((6 + 1 - 3) // 1 + 1):
+                row = []
+                for ky in range(3):
+                    for kx in range(2):
+                        y, c = oy * 2 + ky - 1, ox + kx * 2
+                        inside = 0 <= y < 7 and 0 <= c < 6
+                        row.extend(x[n, y, c] if inside else [100] * 3)
+                rows.append(row)
+    assert np.array_equal(cols, np.array(rows))
+
+
+def test_depthwise_as_block_diagonal_gemm_equals_the_convolution():
+    rng = np.random.default_rng(1)
+    x = rng.integers(-9, 9, (1, 5, 4, 20))
+    w = rng.integers(-9, 9, (3, 3, 20, 1))
+    cols = layouts.im2col(x, (3, 3), (1, 1), (1, 1, 1, 1))
+    taps = 12
+    xs = layouts.depthwise_rows(cols, 20, 16, taps)
+    ws = layouts.depthwise_weights(w, 16, taps)
+    out = np.concatenate([xg @ wg.T for xg, wg in zip(xs, ws)], axis=1)[:, :20]
+    xp = np.pad(x[0], ((1, 1), (1, 1), (0, 0)))
+    want = np.stack([(xp[y:y + 3, c:c + 3] * w[:, :, :, 0]).sum(axis=(0, 1))
+                     for y in range(5) for c in range(4)])
+    assert np.array_equal(out, want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, (1 << 32) - 1))
+def test_bf16_conversion_rounds_to_nearest_even(bits):
+    x = np.array([bits], np.uint32).view(np.float32)
+    got = int(layouts.bf16_bits(x)[0])
+    v = oracle.fmt_value(bits, 8, 23)
+    if v == "nan":
+        assert got & 0x7F80 == 0x7F80 and got & 0x7F and got & 0x40
+        return
+    if isinstance(v, float):
+        assert got == (bits >> 16)
+        return
+    want = oracle.round_to(abs(Fraction(v)), 8, 7) | (bits >> 31) << 15
+    assert got == want
+    assert layouts.bf16_values(np.uint16([got])).view(np.uint32)[0] == got << 16
