@@ -79,28 +79,26 @@ PARAMS = ParamTable([
           "one thread, i.e. one streaming-SVE vector instruction per 4 cycles at 3.9 GHz"),
     Param("ssve_latency_cycles", 8, "cycles", f"{_SSVE}: one dependent FMLA chain reaches half "
           "the throughput (15.7 GFLOPS .S), i.e. 8 cycles"),
-    Param("vec_pack_ops", 3, "ops/vector", "assumption: per packed vector a load, a permute "
-          "(ZIP/UZP, or a ZA slice move) and a store; a BF16 conversion (BFCVT) hides in the "
-          "permute slot"),
-    Param("vec_copy_ops", 2, "ops/vector", "assumption: LD1 and ST1 per vector (slice, reshape, "
-          "pad, transpose)"),
-    Param("vec_unary_ops", 4, "ops/vector", "assumption: LD1, up to two ALU ops (CLAMP: "
-          "SMAX+SMIN or FMAXNM+FMINNM; CLZ), ST1"),
-    Param("vec_binary_ops", 4, "ops/vector", "assumption: two LD1, one ALU op (ADD, SUB, MUL, "
-          "SMAX, FADD, ...), ST1"),
-    Param("vec_rescale_ops", 18, "ops/vector", "assumption: the TOSA-exact RESCALE of 16 int32 "
-          "lanes: LD1W, SUB (zero point), SUNPKLO/HI, MUL .D x2, CMPLT x2, SEL x2 (double-round "
-          "offsets), ADD x2, ASR x2, UZP1, ADD (zero point), SMAX, SMIN, ST1B"),
-    Param("vec_table_ops", 32, "ops/vector", "assumption: an interpolated 16-bit TABLE (513 "
+    Param("vec_convert_ops", 2, "ops/vector", "assumption: packing to BF16 converts and "
+          "narrows (BFCVT, UZP1) per packed vector; offsetting int8 to unsigned (EOR) is "
+          "counted the same; the transposition itself goes through ZA (loads and stores only)"),
+    Param("vec_unary_ops", 2, "ops/vector", "assumption: CLAMP is SMAX+SMIN (FMAXNM+FMINNM); "
+          "CLZ, EXP's neighbours and casts are one or two ALU ops"),
+    Param("vec_binary_ops", 1, "ops/vector", "assumption: one ALU op (ADD, SUB, MUL, SMAX, "
+          "FADD, ASR, LSL, ...) per output vector"),
+    Param("vec_rescale_ops", 16, "ops/vector", "assumption: the TOSA-exact RESCALE of 16 int32 "
+          "lanes: SUB (zero point), SUNPKLO/HI, MUL .D x2, CMPLT x2, SEL x2 (double-round "
+          "offsets), ADD x2, ASR x2, UZP1, ADD (zero point), SMAX, SMIN"),
+    Param("vec_table_ops", 30, "ops/vector", "assumption: an interpolated 16-bit TABLE (513 "
           "entries in 17 Z registers; no gathers in streaming mode): per 32 halfword lanes two "
-          "lookups of 9 SUB+TBL+ORR on register pairs plus the interpolation, ~62 ops, so ~32 per "
+          "lookups of 9 SUB+TBL+ORR on register pairs plus the interpolation, ~60 ops, so ~30 per "
           "16 int32 lanes"),
-    Param("vec_reduce_ops", 2, "ops/vector", "assumption: LD1 and one ADD/SMAX/FADD/FMAX per "
-          "input vector; the final horizontal reduction is negligible"),
-    Param("vec_pool_ops", 2, "ops/vector", "assumption: LD1 and one ADD/SMAX per window "
-          "element and output vector"),
-    Param("vec_exp_ops", 16, "ops/vector", "assumption: fp32 EXP as range reduction, FEXPA and a "
-          "degree-4 polynomial: ~14 ALU ops, LD1W, ST1W"),
-    Param("vec_reciprocal_ops", 6, "ops/vector", "assumption: LD1W, FRECPE, two Newton steps "
-          "(FRECPS, FMUL), ST1W"),
+    Param("vec_reduce_ops", 1, "ops/vector", "assumption: one ADD/SMAX/FADD/FMAX per input "
+          "vector; the final horizontal reduction is negligible"),
+    Param("vec_pool_ops", 1, "ops/vector", "assumption: one ADD/SMAX per window element and "
+          "output vector (each window element is loaded once through the ports)"),
+    Param("vec_exp_ops", 14, "ops/vector", "assumption: fp32 EXP as range reduction (FMUL, "
+          "FRINTN, FMLS), FEXPA and a degree-4 polynomial (FMLA x4) with scaling and fix-ups"),
+    Param("vec_reciprocal_ops", 5, "ops/vector", "assumption: FRECPE and two Newton steps "
+          "(FRECPS, FMUL)"),
 ])

@@ -5,11 +5,13 @@ The machine models no streaming-SVE arithmetic instruction; the work around the 
 pooling, reductions, data movement) runs as routines on one in-order unit, ``vec``, one
 ``vec NAME arg=value ...`` line each (``hwsim.isa.sme_vector``). Each row of ``ROUTINES`` declares
 a routine's arguments once, infers and checks its output shape, computes it, and names its cost:
-a routine occupies ``vec`` for ``vectors * ops * ssve_cycles_per_op`` cycles, where ``vectors``
-counts the SVL-bit vectors it processes (of its widest element type, or the packed bytes it
-writes) and ``ops`` (a ``vec_*_ops`` parameter) is the length of the streaming-SVE instruction
-sequence that would do the work per vector (each parameter's source lists the sequence); its
-tensors move through the load and store ports. Results land when it ends.
+``vectors`` (the SVL-bit vectors it processes, of its widest element type) times ``ops`` (a
+``vec_*_ops`` parameter: the arithmetic instructions of the streaming-SVE sequence that would
+do the work per vector; each parameter's source lists the sequence) times
+``ssve_cycles_per_op``, the measured issue interval of a streaming-SVE vector instruction. Its
+loads and stores are not instructions of that count: the bytes it reads (every element of a
+window or of an im2col row once) and writes go through the machine's load and store ports,
+and the routine lasts at least as long as they take. Results land when it ends.
 
 Semantics: integer routines are the TOSA 1.0 integer operators, bit-exact
 (``hwsim.targets.gap9.kernel_ops``/``tosa_int``, shared with GAP9's cluster kernels); float
@@ -20,8 +22,10 @@ two resources (``machine``): a routine waits for earlier stores and loads, and l
 stores wait for it.
 
 Approximate: the cost is an instruction count per vector times a measured issue interval, not
-an instruction-level simulation of SVE code (no register pressure, no overlap inside a routine);
-routines do not use ZA, so they never contend with the outer products for it.
+an instruction-level simulation of SVE code (no register pressure, no latency chains inside a
+routine); ``pack`` is costed as a transposition through ZA (LD1W rows, ST1W columns) plus the
+conversion instructions, but does not occupy ZA, so it never contends with the outer products
+for it.
 """
 
 from __future__ import annotations
@@ -67,8 +71,9 @@ class Routine:
     args: dict
     infer: Callable     # (tensors, attrs) -> {output: shape}; raises ProgramError
     run: Callable       # (values, attrs, tensors) -> {output: values}
-    ops: str            # parameter: SSVE instructions per vector
+    ops: Any            # parameter of SSVE instructions per vector, None, or (t, a) -> either
     work: Callable      # (tensors, attrs, svl_bytes) -> vectors
+    loads: Callable = None   # (tensors, attrs) -> bytes read; default: the input tensors
 
 
 @dataclass
@@ -177,6 +182,19 @@ def _pack_shape(t, a):
         _fail(f"output out: expected shape {count} (the packed panels), found "
               f"{'x'.join(map(str, t['out'].shape))}")
     return {"out": (count,)}
+
+
+def _pack_ops(t, a):
+    """Converting to BF16 or offsetting to unsigned bytes costs instructions; a plain
+    transposition through ZA does not."""
+    converts = t["in"].dtype != t["out"].dtype and not (
+        t["in"].dtype == "i8" and t["out"].dtype == "i8")
+    return "vec_convert_ops" if converts or a["offset"] else None
+
+
+def _pack_loads(t, a):
+    """Every packed element is read once from the source (im2col replicates the taps)."""
+    return t["out"].size * DTYPES[t["in"].dtype]
 
 
 def _run_pack(x, a, t):
@@ -318,6 +336,10 @@ def _window_vectors(t, a, svl_bytes):
     return _vectors(t, a, svl_bytes) * math.prod(a["kernel"])
 
 
+def _window_loads(t, a):
+    return t["out"].size * math.prod(a["kernel"]) * DTYPES[t["in"].dtype]
+
+
 def _packed_vectors(t, a, svl_bytes):
     return -(-t["out"].nbytes // svl_bytes)
 
@@ -340,14 +362,14 @@ def _binary(name):
 
 
 def _copy(name, args, infer, run):
-    return Routine(name, {**UNARY, **args}, infer, run, "vec_copy_ops", _vectors)
+    return Routine(name, {**UNARY, **args}, infer, run, None, _vectors)
 
 
 ROUTINES = {r.name: r for r in [
     Routine("pack", {"in": In(), "out": Out(), **CONV, "transpose": Arg("int", 0),
                      "rows": Arg("int"), "vectors": Arg("int"), "depth": Arg("int"),
                      "group": Arg("int", 0), "fill": Arg("num", 0), "offset": Arg("int", 0)},
-            _pack_shape, _run_pack, "vec_pack_ops", _packed_vectors),
+            _pack_shape, _run_pack, _pack_ops, _packed_vectors, _pack_loads),
     _binary("add"), _binary("sub"), _binary("mul"), _binary("maximum"), _binary("minimum"),
     Routine("rescale", RESCALE_ARGS, _rescale_shape, _run_rescale, "vec_rescale_ops", _vectors),
     Routine("clamp", {**UNARY, "min": Arg("num"), "max": Arg("num")}, _same, _clamp,
@@ -374,9 +396,9 @@ ROUTINES = {r.name: r for r in [
     Routine("reduce_max", {**UNARY, "axis": Arg("int")}, _axis_shape, _reduce("reduce_max"),
             "vec_reduce_ops", _input_vectors),
     Routine("avg_pool2d", {**UNARY, **CONV, "in_zp": Arg("int", 0), "out_zp": Arg("int", 0)},
-            _pool_shape, _pool("avg_pool2d"), "vec_pool_ops", _window_vectors),
+            _pool_shape, _pool("avg_pool2d"), "vec_pool_ops", _window_vectors, _window_loads),
     Routine("max_pool2d", {**UNARY, **CONV}, _pool_shape, _pool("max_pool2d"), "vec_pool_ops",
-            _window_vectors),
+            _window_vectors, _window_loads),
     _copy("slice", {"start": Arg("ints"), "size": Arg("ints")}, _slice_shape,
           lambda x, a, t: {"out": ops.slice_(x["in"], a["start"], a["size"])}),
     _copy("reshape", {}, _reshape_shape, lambda x, a, t: {"out": x["in"]}),
@@ -451,11 +473,14 @@ def execute(bound: Bound, machine) -> Work:
               if bound.routine.args[n].kind == "in"}
     with np.errstate(all="ignore"):
         outputs = bound.routine.run(values, bound.attrs, bound.tensors)
-    vectors = bound.routine.work(bound.tensors, bound.attrs, machine.state.svl_bytes)
-    cycles = max(1, math.ceil(vectors * getattr(t, bound.routine.ops) * t.ssve_cycles_per_op))
-    loaded = sum(r.nbytes for n, r in bound.tensors.items() if bound.routine.args[n].kind == "in")
-    stored = sum(r.nbytes for n, r in bound.tensors.items()
-                 if bound.routine.args[n].kind == "out")
+    routine, tensors, attrs = bound.routine, bound.tensors, bound.attrs
+    vectors = routine.work(tensors, attrs, machine.state.svl_bytes)
+    ops = routine.ops(tensors, attrs) if callable(routine.ops) else routine.ops
+    alu = getattr(t, ops) if ops else 0
+    cycles = max(1, math.ceil(vectors * alu * t.ssve_cycles_per_op))
+    loaded = routine.loads(tensors, attrs) if routine.loads else sum(
+        r.nbytes for n, r in tensors.items() if routine.args[n].kind == "in")
+    stored = sum(r.nbytes for n, r in tensors.items() if routine.args[n].kind == "out")
     data = {n: encode(np.asarray(v).reshape(-1), bound.tensors[n].dtype)
             for n, v in outputs.items()}
 
