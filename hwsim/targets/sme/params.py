@@ -80,7 +80,7 @@ PARAMS = ParamTable([
     Param("ssve_latency_cycles", 8, "cycles", f"{_SSVE}: one dependent FMLA chain reaches half "
           "the throughput (15.7 GFLOPS .S), i.e. 8 cycles"),
     Param("vec_convert_ops", 2, "ops/vector", "assumption: packing to BF16 converts and "
-          "narrows (BFCVT, UZP1) per packed vector; offsetting int8 to unsigned (EOR) is "
+          "narrows (BFCVT, UZP1) each source vector once; offsetting int8 to unsigned (EOR) is "
           "counted the same; the transposition itself goes through ZA (loads and stores only)"),
     Param("vec_unary_ops", 2, "ops/vector", "assumption: CLAMP is SMAX+SMIN (FMAXNM+FMINNM); "
           "CLZ, EXP's neighbours and casts are one or two ALU ops"),

@@ -340,8 +340,9 @@ def _window_loads(t, a):
     return t["out"].size * math.prod(a["kernel"]) * DTYPES[t["in"].dtype]
 
 
-def _packed_vectors(t, a, svl_bytes):
-    return -(-t["out"].nbytes // svl_bytes)
+def _source_vectors(t, a, svl_bytes):
+    """A conversion runs once over the source tensor, before the im2col transposition."""
+    return -(-t["in"].nbytes // svl_bytes)
 
 
 CONV = {"kernel": Arg("ints", (1, 1)), "stride": Arg("ints", (1, 1)),
@@ -369,7 +370,7 @@ ROUTINES = {r.name: r for r in [
     Routine("pack", {"in": In(), "out": Out(), **CONV, "transpose": Arg("int", 0),
                      "rows": Arg("int"), "vectors": Arg("int"), "depth": Arg("int"),
                      "group": Arg("int", 0), "fill": Arg("num", 0), "offset": Arg("int", 0)},
-            _pack_shape, _run_pack, _pack_ops, _packed_vectors, _pack_loads),
+            _pack_shape, _run_pack, _pack_ops, _source_vectors, _pack_loads),
     _binary("add"), _binary("sub"), _binary("mul"), _binary("maximum"), _binary("minimum"),
     Routine("rescale", RESCALE_ARGS, _rescale_shape, _run_rescale, "vec_rescale_ops", _vectors),
     Routine("clamp", {**UNARY, "min": Arg("num"), "max": Arg("num")}, _same, _clamp,

@@ -1,0 +1,281 @@
+"""TOSA operators as SME program pieces, given where their tensors live in ``mem``.
+
+Dot products (CONV2D, DEPTHWISE_CONV2D, MATMUL) become three steps:
+
+1. ``vec pack``: the activations as GEMM panels (im2col for convolutions, per channel group for
+   depthwise ones), converted to the mode's operand type (BF16 rounded to nearest even; int8
+   kept signed, or offset to unsigned bytes when the zero point is -128);
+2. the GEMM kernel (``gemm``) on weights packed at compile time, into a row-major accumulator
+   buffer of the tile's type (fp32, BF16 or int32);
+3. ``vec add``: the bias, as TOSA adds it after the sum (for int8 with SMOPA it also carries
+   ``-input_zp * sum(weights)``, so that padding filled with the zero point contributes 0). A
+   layer without bias whose accumulator type is its output type skips this step.
+
+A depthwise convolution is a grouped GEMM whose weights are block-diagonal per group of one
+tile's channels: each channel's taps (padded to the outer product's depth) meet only its own
+activations, so 1/16 (1/32 for .H tiles) of the MACs do useful work; the outer products still
+beat the vector side by an order of magnitude. Every other operator is one vector routine
+(``ROUTINES``); RESHAPE copies (a planner may alias it instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwsim.errors import ScheduleError
+from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
+from hwsim.schedule.sme.gemm import MODES, PIXEL_TILES, Gemm, Mode, gemm_program
+from hwsim.targets.sme import layouts
+from hwsim.tosa.ir import Operator, Tensor
+
+# TOSA element type -> vector routine dtype
+DTYPE = {"int8": "i8", "int16": "i16", "int32": "i32", "fp32": "f32", "bf16": "bf16"}
+DOT_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")
+ALIGN = 64
+
+
+class Arena:
+    """A bump allocator over ``mem`` from ``base``, ``ALIGN``-aligned."""
+
+    def __init__(self, base: int, size: int):
+        self.next, self.end = base, base + size
+
+    def take(self, nbytes: int) -> int:
+        addr = self.next
+        self.next = -(-(addr + max(nbytes, 1)) // ALIGN) * ALIGN
+        if self.next > self.end:
+            raise ScheduleError(f"sme: mem is full ({self.end:#x}); {nbytes} more bytes needed")
+        return addr
+
+
+@dataclass
+class Emitter:
+    """A program being lowered: its items, the memory image to load, and its allocators."""
+
+    mode: Mode
+    svl_bytes: int
+    arena: Arena
+    program: list = field(default_factory=list)
+    image: list = field(default_factory=list)       # (addr, uint8 array)
+    consts: dict = field(default_factory=dict)      # (tensor name, dtype) -> TensorRef
+
+    def data(self, values: np.ndarray, dtype: str, shape=None) -> TensorRef:
+        """Constant data in ``mem`` (encoded as ``dtype``)."""
+        from hwsim.targets.sme.vector import encode
+        raw = encode(values, dtype).view(np.uint8)
+        addr = self.arena.take(raw.size)
+        self.image.append((addr, raw))
+        return TensorRef(addr, dtype, tuple(shape or np.shape(values)) or (1,))
+
+    def const(self, tensor: Tensor, shape=None) -> TensorRef:
+        key = (tensor.name, shape)
+        if key not in self.consts:
+            self.consts[key] = self.data(tensor.data, DTYPE[tensor.dtype.name],
+                                         shape or tensor.shape)
+        return self.consts[key]
+
+    def scratch(self, dtype: str, shape) -> TensorRef:
+        shape = tuple(shape)
+        return TensorRef(self.arena.take(int(np.prod(shape)) * DTYPES[dtype]), dtype, shape)
+
+    def vec(self, name: str, **args) -> None:
+        self.program.append(VecOp(name, {k: v for k, v in args.items() if v is not None}))
+
+
+def _reshape(ref: TensorRef, shape) -> TensorRef:
+    return TensorRef(ref.addr, ref.dtype, tuple(shape))
+
+
+# -- dot products --------------------------------------------------------------------------------
+@dataclass
+class DotPlan:
+    """How one dot-product operator maps onto a GEMM."""
+
+    m: int
+    n: int
+    k: int
+    group: int
+    weights: list            # per group (or one): [rows, k] weight matrices
+    bias: np.ndarray | None  # per output channel, before the zero-point correction
+    pack: dict               # arguments of the activation ``vec pack``
+    zp: int
+
+
+def dot_plan(op: Operator, mode: Mode, svl_bytes: int) -> DotPlan:
+    dim = svl_bytes // mode.tile_bytes
+    x = op.inputs[0]
+    if op.op == "MATMUL":
+        b = op.inputs[1]
+        if x.shape[0] != 1:
+            raise ScheduleError(f"MATMUL[{op.name}]: batch {x.shape[0]} > 1 is not lowered")
+        zp = int(op.scalar("A_zp")) if x.dtype.name == "int8" else 0
+        if x.dtype.name == "int8" and int(op.scalar("B_zp")) != 0:
+            raise ScheduleError(f"MATMUL[{op.name}]: B_zp != 0 is not lowered")
+        weights = [b.data[0].T] if b.is_const else []
+        return DotPlan(x.shape[1], b.shape[2], x.shape[2], 0, weights, None, {}, zp)
+    w, out = op.weight.data, op.output.shape
+    m = out[0] * out[1] * out[2]
+    zp = int(op.scalar("input_zp")) if x.dtype.name == "int8" else 0
+    if x.dtype.name == "int8" and int(op.scalar("weight_zp")) != 0:
+        raise ScheduleError(f"{op.op}[{op.name}]: weight_zp != 0 is not lowered")
+    conv = {"kernel": None, "stride": tuple(op.stride), "pad": tuple(op.pad),
+            "dilation": tuple(op.dilation)}
+    bias = op.bias.data.reshape(-1) if op.bias.is_const else None
+    if op.op == "CONV2D":
+        conv["kernel"] = (w.shape[1], w.shape[2])
+        return DotPlan(m, w.shape[0], int(np.prod(w.shape[1:])), 0,
+                       [w.reshape(w.shape[0], -1)], bias, conv, zp)
+    if w.shape[3] != 1:
+        raise ScheduleError(f"DEPTHWISE_CONV2D[{op.name}]: channel multiplier {w.shape[3]} "
+                            "> 1 is not lowered")
+    conv["kernel"] = (w.shape[0], w.shape[1])
+    taps = layouts.padded(w.shape[0] * w.shape[1], mode.depth)
+    return DotPlan(m, w.shape[2], dim * taps, dim, layouts.depthwise_weights(w, dim, taps),
+                   bias, conv, zp)
+
+
+def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
+    """Pack, GEMM and bias of a CONV2D, DEPTHWISE_CONV2D or MATMUL (see the module docstring);
+    ``refs`` places the operator's non-constant tensors by name."""
+    mode = e.mode
+    quantized = mode.src == "i8"
+    if quantized != (op.inputs[0].dtype.name == "int8"):
+        raise ScheduleError(f"{op.op}[{op.name}]: {op.inputs[0].dtype} operands need "
+                            f"{'a float mode' if quantized else 'the int8 mode'}")
+    plan = dot_plan(op, mode, e.svl_bytes)
+    x, out = refs[op.inputs[0].name], refs[op.output.name]
+    unsigned = quantized and plan.zp == -128
+    correction = np.zeros(plan.n, np.int64)
+    if quantized and not unsigned and plan.zp:
+        sums = np.concatenate([w.astype(np.int64).sum(axis=1) for w in plan.weights])
+        correction = -plan.zp * sums[:plan.n]
+    probe = Gemm(mode, plan.m, plan.n, plan.k, 0, 0, 0, plan.group, unsigned, e.svl_bytes)
+    w_count, x_count = probe.panel_elements()
+    x_panels = e.scratch("u8" if unsigned else mode.src, (x_count,))
+    pack = {"rows": probe.dim, "vectors": PIXEL_TILES, "depth": mode.depth}
+    if op.op == "MATMUL":
+        a = _reshape(x, (1, plan.m, 1, plan.k))
+        e.vec("pack", **{"in": a, "out": x_panels}, **pack, offset=-128 if unsigned else None,
+              fill=None)
+        w_panels = _matmul_weights(e, op, plan, probe, refs)
+    else:
+        e.vec("pack", **{"in": x, "out": x_panels}, **plan.pack, **pack,
+              group=plan.group or None, fill=0 if unsigned else plan.zp,
+              offset=-128 if unsigned else None)
+        w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel(w.shape[0]))
+                                          for w in plan.weights]), mode.src)
+    if w_panels.size != w_count:
+        raise AssertionError("weight panel size")
+    bias = plan.bias if plan.bias is not None else np.zeros(plan.n)
+    if quantized:
+        bias = bias.astype(np.int64) + correction
+    direct = not np.any(bias) and mode.acc == out.dtype
+    acc = out if direct else e.scratch(mode.acc, out.shape)
+    gemm = Gemm(mode, plan.m, plan.n, plan.k, w_panels.addr, x_panels.addr, acc.addr,
+                plan.group, unsigned, e.svl_bytes)
+    e.program.extend(gemm_program(gemm))
+    if not direct:
+        b = e.data(bias, out.dtype, (1,) * (len(out.shape) - 1) + (plan.n,))
+        e.vec("add", a=acc, b=b, out=out)
+    return gemm
+
+
+def _matmul_weights(e: Emitter, op: Operator, plan: DotPlan, probe: Gemm,
+                    refs: dict) -> TensorRef:
+    rows, vectors, depth = probe.w_panel(plan.n)
+    if plan.weights:
+        return e.data(layouts.pack_panels(plan.weights[0], rows, vectors, depth), e.mode.src)
+    if plan.zp not in (0, -128):
+        raise ScheduleError(f"MATMUL[{op.name}]: A_zp {plan.zp} with a non-constant B needs "
+                            "row sums of B at run time (not lowered)")
+    panels = e.scratch(e.mode.src, (probe.panel_elements()[0],))
+    e.vec("pack", **{"in": refs[op.inputs[1].name], "out": panels}, transpose=1, rows=rows,
+          vectors=vectors, depth=depth)
+    return panels
+
+
+# -- everything else: one vector routine each ---------------------------------------------------
+def _binary(name):
+    def args(e, op, ref):
+        extra = {"shift": int(op.scalar("shift"))} if op.op == "MUL" and \
+            op.inputs[0].dtype.is_int else {}
+        return name, {"a": ref(op.inputs[0]), "b": ref(op.inputs[1]), **extra}
+    return args
+
+
+def _rescale(e, op, ref):
+    return "rescale", {"in": ref(op.inputs[0]), "mult": ref(op.inputs[1]),
+                       "shift": ref(op.inputs[2]), "in_zp": int(op.scalar("input_zp")),
+                       "out_zp": int(op.scalar("output_zp")), "scale32": int(op.scale32),
+                       "rounding": "double" if op.rounding_mode == "DOUBLE_ROUND" else "single",
+                       "input_unsigned": int(op.input_unsigned),
+                       "output_unsigned": int(op.output_unsigned)}
+
+
+def _clamp(e, op, ref):
+    lo, hi = op.min_val, op.max_val
+    if op.inputs[0].dtype.is_float:
+        lo, hi = float(np.float32(lo)), float(np.float32(hi))
+    return "clamp", {"in": ref(op.inputs[0]), "min": lo, "max": hi}
+
+
+def _pool(name):
+    def args(e, op, ref):
+        extra = {}
+        if name == "avg_pool2d" and op.inputs[0].dtype.is_int:
+            extra = {"in_zp": int(op.scalar("input_zp")), "out_zp": int(op.scalar("output_zp"))}
+        return name, {"in": ref(op.inputs[0]), "kernel": tuple(op.kernel),
+                      "stride": tuple(op.stride), "pad": tuple(op.pad), **extra}
+    return args
+
+
+def _shape(op, role):
+    return tuple(int(v) for v in op.const(role).reshape(-1))
+
+
+def _unary(name, **fixed):
+    return lambda e, op, ref: (name, {"in": ref(op.inputs[0]), **fixed})
+
+
+VECTOR_OPS = {
+    **{n: _binary(n.lower()) for n in ("ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM")},
+    "ARITHMETIC_RIGHT_SHIFT": lambda e, op, ref: ("arithmetic_right_shift", {
+        "a": ref(op.inputs[0]), "b": ref(op.inputs[1]), "round": int(op.round)}),
+    "LOGICAL_LEFT_SHIFT": _binary("logical_left_shift"),
+    "RESCALE": _rescale,
+    "CLAMP": _clamp,
+    "TABLE": lambda e, op, ref: ("table", {"in": ref(op.inputs[0]), "table": ref(op.inputs[1])}),
+    "CLZ": _unary("clz"),
+    "EXP": _unary("exp"),
+    "RECIPROCAL": _unary("reciprocal"),
+    "REDUCE_SUM": lambda e, op, ref: ("reduce_sum", {"in": ref(op.inputs[0]), "axis": op.axis}),
+    "REDUCE_MAX": lambda e, op, ref: ("reduce_max", {"in": ref(op.inputs[0]), "axis": op.axis}),
+    "AVG_POOL2D": _pool("avg_pool2d"),
+    "MAX_POOL2D": _pool("max_pool2d"),
+    "RESHAPE": _unary("reshape"),
+    "SLICE": lambda e, op, ref: ("slice", {"in": ref(op.inputs[0]), "start": _shape(op, "start"),
+                                           "size": _shape(op, "size")}),
+    "TRANSPOSE": lambda e, op, ref: ("transpose", {"in": ref(op.inputs[0]),
+                                                   "perms": tuple(op.perms)}),
+}
+OPERATORS = frozenset(DOT_OPS) | frozenset(VECTOR_OPS)
+
+
+def lower_vector(e: Emitter, op: Operator, refs: dict) -> None:
+    """One vector routine for ``op``; constant inputs go into the memory image."""
+    def ref(tensor: Tensor) -> TensorRef:
+        return e.const(tensor) if tensor.is_const else refs[tensor.name]
+    name, args = VECTOR_OPS[op.op](e, op, ref)
+    e.vec(name, **args, out=refs[op.output.name])
+
+
+def lower(e: Emitter, op: Operator, refs: dict) -> None:
+    """``op`` as program items appended to ``e`` (tensors placed by ``refs``)."""
+    if op.op in DOT_OPS:
+        lower_dot(e, op, refs)
+    elif op.op in VECTOR_OPS:
+        lower_vector(e, op, refs)
+    else:
+        raise ScheduleError(f"{op.op}[{op.name}]: the sme lowering has no {op.op}")
