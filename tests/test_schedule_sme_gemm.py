@@ -29,7 +29,7 @@ def run(gemm: Gemm, w: np.ndarray, x: np.ndarray, **params):
         xp = np.concatenate([layouts.pack_panels(x[:, g * gemm.k:(g + 1) * gemm.k],
                                                  *gemm.x_panel()) for g in range(gemm.groups)])
     else:
-        wp = layouts.pack_panels(w, *gemm.w_panel(gemm.n))
+        wp = layouts.pack_panels(w, *gemm.w_panel())
         xp = layouts.pack_panels(x, *gemm.x_panel())
     m.memory("mem").write(W_ADDR, wp.astype(STORAGE[mode.src]))
     m.memory("mem").write(X_ADDR, xp.astype(STORAGE[mode.src]))

@@ -37,6 +37,7 @@ import functools
 from dataclasses import dataclass
 
 from hwsim.isa import sme
+from hwsim.isa.sme_vector import DTYPES
 from hwsim.targets.sme import layouts
 
 
@@ -98,25 +99,6 @@ class Gemm:
         return -(-self.k // self.mode.depth)
 
     @property
-    def w_vectors(self) -> int:
-        return 1 if self.group else self.mode.channel_tiles
-
-    def w_panel(self, r: int) -> tuple:
-        """(rows, vectors, depth) of the weight panels."""
-        return self.dim, self.w_vectors, self.mode.depth
-
-    def x_panel(self) -> tuple:
-        return self.dim, PIXEL_TILES, self.mode.depth
-
-    def panel_elements(self) -> tuple[int, int]:
-        """Elements of the weight and the activation panels (all groups)."""
-        groups = self.groups
-        rows = self.group or self.n
-        w = layouts.panel_elements(rows, self.k, *self.w_panel(rows))
-        x = layouts.panel_elements(self.m, self.k, *self.x_panel())
-        return groups * w, groups * x
-
-    @property
     def groups(self) -> int:
         return -(-self.n // self.group) if self.group else 1
 
@@ -124,162 +106,171 @@ class Gemm:
     def macs(self) -> int:
         return self.m * self.n * self.k
 
+    def w_panel(self) -> tuple:
+        """(rows, vectors, depth) of the weight panels (per group if grouped)."""
+        return self.dim, 1 if self.group else self.mode.channel_tiles, self.mode.depth
+
+    def x_panel(self) -> tuple:
+        """(rows, vectors, depth) of the activation panels (per group if grouped)."""
+        return self.dim, PIXEL_TILES, self.mode.depth
+
+    def panel_elements(self) -> tuple[int, int]:
+        """Elements of the weight and the activation panels, all groups."""
+        w = layouts.panel_elements(self.group or self.n, self.k, *self.w_panel())
+        x = layouts.panel_elements(self.m, self.k, *self.x_panel())
+        return self.groups * w, self.groups * x
+
 
 @dataclass
 class _Stream:
-    """Vectors of one panel: a base register, the first ``per_step`` of the ``stride``
-    vectors of each K step."""
+    """Vectors of one panel: a base register, the first ``count`` of the ``stride`` vectors of
+    each K step."""
 
-    reg: int
     addr: int
-    per_step: int
+    count: int
     stride: int
+    reg: int = 0
     offset: int = 0     # the vector the register points at
 
 
-class GemmWriter:
+@dataclass
+class _Block:
+    """One output block: its load streams, its outer products ((tile, weight stream, vector,
+    activation stream, vector), in issue order) and its tiles (tile, first channel, first
+    pixel)."""
+
+    streams: list
+    products: list
+    tiles: list
+
+
+def _blocks(g: Gemm) -> list[_Block]:
+    dim, vb, ct_n = g.dim, g.svl_bytes, g.mode.channel_tiles
+    elem = DTYPES[g.mode.src]
+    w_group, x_group = (e * elem // g.groups for e in g.panel_elements())
+    channel_tiles, pixel_tiles = -(-g.n // dim), -(-g.m // dim)
+    blocks = []
+    for cb in range(0, channel_tiles, ct_n):
+        cts = range(min(ct_n, channel_tiles - cb))
+        for pb in range(0, pixel_tiles, PIXEL_TILES):
+            pts = range(min(PIXEL_TILES, pixel_tiles - pb))
+            x_off = pb * g.steps * vb
+            pairs = [(ct, pt) for ct in cts for pt in pts]
+            tiles = [(ct * PIXEL_TILES + pt if ct_n > 1 else pt, (cb + ct) * dim, (pb + pt) * dim)
+                     for ct, pt in pairs]
+            if g.group:     # each channel tile is a group with its own panels
+                streams = [_Stream(g.w_addr + (cb + ct) * w_group, 1, 1) for ct in cts] + [
+                    _Stream(g.x_addr + (cb + ct) * x_group + x_off, len(pts), PIXEL_TILES)
+                    for ct in cts]
+                uses = [(ct, 0, len(cts) + ct, pt) for ct, pt in pairs]
+            else:
+                streams = [_Stream(g.w_addr + cb * g.steps * vb, len(cts), ct_n),
+                           _Stream(g.x_addr + x_off, len(pts), PIXEL_TILES)]
+                uses = [(0, ct, 1, pt) for ct, pt in pairs]
+            for reg, stream in zip(STREAM_REGISTERS, streams):
+                stream.reg = reg
+            products = [(tile[0], *use) for tile, use in zip(tiles, uses)]
+            blocks.append(_Block(streams, products, tiles))
+    return blocks
+
+
+class _Writer:
     """Emits a GEMM's instructions into ``out`` (a list)."""
 
     def __init__(self, gemm: Gemm, out: list):
         self.g, self.out = gemm, out
-        self.vector_bytes = gemm.svl_bytes
-        self.elem = {"f32": 4, "bf16": 2, "i8": 1}[gemm.mode.src]
         mopa = gemm.mode.mopa
         self.mopa = mopa.replace("smopa", "sumopa") if gemm.unsigned else mopa
 
     def asm(self, text: str) -> None:
         self.out.extend(instructions(text))
 
-    def mov(self, reg: str, value: int) -> None:
-        self.out.extend(sme.assemble_program(f"mov {reg}, #{value}"))
-
-    # -- the block schedule ------------------------------------------------------------------
-    def blocks(self) -> list[tuple[list[_Stream], list[tuple], list[tuple]]]:
-        """Per output block: its load streams, its outer products (tile, stream, vector,
-        stream, vector) and its tiles (tile, first channel, first pixel)."""
-        g, dim = self.g, self.g.dim
-        steps, vb = g.steps, self.vector_bytes
-        ct_n = g.mode.channel_tiles
-        w_group, x_group = (e * self.elem for e in g.panel_elements())
-        w_group //= g.groups
-        x_group //= g.groups
-        out = []
-        channel_tiles = -(-g.n // dim)
-        for cb in range(0, channel_tiles, ct_n):
-            cts = range(min(ct_n, channel_tiles - cb))
-            for pb in range(-(-g.m // (dim * PIXEL_TILES))):
-                pts = range(min(PIXEL_TILES, -(-(g.m - pb * dim * PIXEL_TILES) // dim)))
-                x_off = pb * steps * PIXEL_TILES * vb
-                tiles = [(2 * ct + pt if g.mode.tile_bytes == 4 else pt,
-                          (cb + ct) * dim, (pb * PIXEL_TILES + pt) * dim)
-                         for ct in cts for pt in pts]
-                if g.group:
-                    streams = [_Stream(0, g.w_addr + (cb + ct) * w_group, 1, 1)
-                               for ct in cts] + \
-                        [_Stream(0, g.x_addr + (cb + ct) * x_group + x_off, len(pts),
-                                 PIXEL_TILES) for ct in cts]
-                    mopas = [(ct, pt) for ct in cts for pt in pts]
-                    products = [(tiles[i][0], ct, 0, len(cts) + ct, pt)
-                                for i, (ct, pt) in enumerate(mopas)]
-                else:
-                    w_off = cb // ct_n * steps * ct_n * vb
-                    streams = [_Stream(0, g.w_addr + w_off, len(cts), ct_n),
-                               _Stream(0, g.x_addr + x_off, len(pts), PIXEL_TILES)]
-                    products = [(tiles[i][0], 0, ct, 1, pt) for i, (ct, pt) in
-                                enumerate((ct, pt) for ct in cts for pt in pts)]
-                for reg, s in zip(STREAM_REGISTERS, streams):
-                    s.reg = reg
-                out.append((streams, products, tiles))
-        return out
-
     def write(self) -> None:
         self.asm("ptrue p0.b")
-        blocks = self.blocks()
         pending = None
-        for streams, products, tiles in blocks:
-            loads_per_step = sum(s.per_step for s in streams)
-            rotation = 32 // loads_per_step
-            ahead = rotation - 1
-            self._loads_setup(streams, ahead, rotation)
-            if pending:
+        for block in _blocks(self.g):
+            loads = sum(s.count for s in block.streams)
+            rotation = 32 // loads          # K steps whose operands the Z registers hold
+            self._start(block.streams, rotation)
+            if pending:                     # the previous block's stores, after these loads
                 self._stores(pending)
-            self.asm("zero {" + ", ".join(self._tile_name(t) for t, _, _ in tiles) + "}")
+            self.asm("zero {" + ", ".join(self._tile(t) for t, _, _ in block.tiles) + "}")
             for step in range(self.g.steps):
-                if step + ahead < self.g.steps:
-                    self._loads(streams, step + ahead, rotation)
-                regs = self._registers(streams, step, rotation)
-                for tile, ws, wv, xs, xv in products:
+                if step + rotation - 1 < self.g.steps:
+                    self._loads(block.streams, step + rotation - 1, rotation)
+                regs = self._registers(block.streams, step, rotation)
+                for tile, ws, wv, xs, xv in block.products:
                     self.asm(self.mopa.format(t=tile, w=regs[ws][wv], x=regs[xs][xv]))
-            pending = tiles
+            pending = block.tiles
         if pending:
             self._stores(pending)
 
-    def _tile_name(self, tile: int) -> str:
+    def _tile(self, tile: int) -> str:
         return f"za{tile}.{'s' if self.g.mode.tile_bytes == 4 else 'h'}"
 
-    def _registers(self, streams, step: int, rotation: int) -> list[list[int]]:
+    @staticmethod
+    def _registers(streams, step: int, rotation: int) -> list[list[int]]:
         """Z registers of each stream's vectors at ``step``."""
-        per = sum(s.per_step for s in streams)
-        base = (step % rotation) * per
-        regs, first = [], base
+        first = (step % rotation) * sum(s.count for s in streams)
+        regs = []
         for s in streams:
-            regs.append(list(range(first, first + s.per_step)))
-            first += s.per_step
+            regs.append(list(range(first, first + s.count)))
+            first += s.count
         return regs
 
-    def _loads_setup(self, streams, ahead: int, rotation: int) -> None:
+    def _start(self, streams, rotation: int) -> None:
+        """Point the stream registers at the block's panels; load the first steps ahead."""
         for s in streams:
-            self.mov(f"x{s.reg}", s.addr)
+            self.out.extend(sme.assemble_program(f"mov x{s.reg}, #{s.addr}"))
             s.offset = 0
-        for step in range(min(ahead, self.g.steps)):
+        for step in range(min(rotation - 1, self.g.steps)):
             self._loads(streams, step, rotation)
 
     def _loads(self, streams, step: int, rotation: int) -> None:
         mnemonic, suffix = self.g.mode.load.split()
-        regs = self._registers(streams, step, rotation)
-        for s, rs in zip(streams, regs):
-            for v, z in enumerate(rs):
+        vb = self.g.svl_bytes
+        for s, regs in zip(streams, self._registers(streams, step, rotation)):
+            for v, z in enumerate(regs):
                 index = step * s.stride + v
-                if index - s.offset > 7:
-                    self.asm(f"add x{s.reg}, x{s.reg}, #{(index - s.offset) * self.vector_bytes}")
+                if index - s.offset > 7:    # beyond the immediate's reach (#-8..7, mul vl)
+                    self.asm(f"add x{s.reg}, x{s.reg}, #{(index - s.offset) * vb}")
                     s.offset = index
                 imm = index - s.offset
                 where = f"[x{s.reg}, #{imm}, mul vl]" if imm else f"[x{s.reg}]"
                 self.asm(f"{mnemonic} {{z{z}.{suffix}}}, p0/z, {where}")
 
     def _stores(self, tiles) -> None:
+        """Vertical slices (one pixel's channels each) to the row-major output."""
         g = self.g
         esize = g.mode.tile_bytes
-        acc_bytes = esize
         offsets = SLICE_OFFSETS[esize]
-        suffix = "s" if esize == 4 else "h"
         for tile, c0, m0 in tiles:
             channels, pixels = min(g.dim, g.n - c0), min(g.dim, g.m - m0)
             pred = 0
             if channels < g.dim:
-                self.mov("x10", channels)
-                self.asm(f"whilelt p1.{suffix}, xzr, x10")
+                self.out.extend(sme.assemble_program(f"mov x10, #{channels}"))
+                self.asm(f"whilelt p1.{'s' if esize == 4 else 'h'}, xzr, x10")
                 pred = 1
-            self.mov("x8", g.c_addr + (m0 * g.n + c0) * acc_bytes)
-            self.mov("x9", 0)
+            self.out.extend(sme.assemble_program(
+                f"mov x8, #{g.c_addr + (m0 * g.n + c0) * esize}\nmov x9, #0"))
             for j in range(pixels):
                 if j % offsets == 0:
-                    self.mov("w12", j)
+                    self.asm(f"mov w12, #{j}")
                 if j:
-                    self._bump_index(g.n)
+                    self._next_pixel()
                 self.asm(STORE[esize].format(t=tile, o=j % offsets, p=pred))
 
-    def _bump_index(self, n: int) -> None:
-        if n <= 4095:
-            self.asm(f"add x9, x9, #{n}")
-        else:
+    def _next_pixel(self) -> None:
+        """x9 += n (elements), in ADD immediates of 12 bits (shifted by 12 if need be)."""
+        n = self.g.n
+        if n >> 12:
             self.asm(f"add x9, x9, #{n >> 12}, lsl #12")
-            if n & 0xFFF:
-                self.asm(f"add x9, x9, #{n & 0xFFF}")
+        if n & 0xFFF:
+            self.asm(f"add x9, x9, #{n & 0xFFF}")
 
 
 def gemm_program(gemm: Gemm) -> list:
     """The instructions of ``gemm`` (the machine must be in streaming mode with ZA on)."""
     out: list = []
-    GemmWriter(gemm, out).write()
+    _Writer(gemm, out).write()
     return out

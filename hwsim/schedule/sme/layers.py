@@ -152,7 +152,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
         sums = np.concatenate([w.astype(np.int64).sum(axis=1) for w in plan.weights])
         correction = -plan.zp * sums[:plan.n]
     probe = Gemm(mode, plan.m, plan.n, plan.k, 0, 0, 0, plan.group, unsigned, e.svl_bytes)
-    w_count, x_count = probe.panel_elements()
+    x_count = probe.panel_elements()[1]
     x_panels = e.scratch("u8" if unsigned else mode.src, (x_count,))
     pack = {"rows": probe.dim, "vectors": PIXEL_TILES, "depth": mode.depth}
     if op.op == "MATMUL":
@@ -164,10 +164,8 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
         e.vec("pack", **{"in": x, "out": x_panels}, **plan.pack, **pack,
               group=plan.group or None, fill=0 if unsigned else plan.zp,
               offset=-128 if unsigned else None)
-        w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel(w.shape[0]))
+        w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel())
                                           for w in plan.weights]), mode.src)
-    if w_panels.size != w_count:
-        raise AssertionError("weight panel size")
     bias = plan.bias if plan.bias is not None else np.zeros(plan.n)
     if quantized:
         bias = bias.astype(np.int64) + correction
@@ -184,7 +182,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
 
 def _matmul_weights(e: Emitter, op: Operator, plan: DotPlan, probe: Gemm,
                     refs: dict) -> TensorRef:
-    rows, vectors, depth = probe.w_panel(plan.n)
+    rows, vectors, depth = probe.w_panel()
     if plan.weights:
         return e.data(layouts.pack_panels(plan.weights[0], rows, vectors, depth), e.mode.src)
     if plan.zp not in (0, -128):
