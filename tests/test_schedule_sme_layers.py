@@ -7,7 +7,7 @@ import pytest
 import hwsim
 from hwsim.errors import ScheduleError
 from hwsim.isa import sme
-from hwsim.schedule.sme.layers import DTYPE, MODES, Arena, Emitter, lower
+from hwsim.schedule.sme.layers import DTYPE, MODES, Emitter, Memory, lower
 from hwsim.schedule.sme.numerics import judge_mode
 from hwsim.targets.sme.vector import encode, read
 from hwsim.tosa.builder import GraphBuilder
@@ -21,9 +21,9 @@ SMALL = {"ds_cnn": {"resolution": 25}, "mobilenet_v1": {"resolution": 32},
 def simulate(graph, mode, inputs):
     """Every operator lowered in order, every tensor in its own buffer; all tensor values."""
     m = hwsim.machine("sme")
-    e = Emitter(MODES[mode], 64, Arena(0x1000, 15 << 20))
+    e = Emitter(MODES[mode], 64, Memory(0x1000, 16 << 20))
     tensors = list(graph.inputs) + [op.output for op in graph]
-    refs = {t.name: e.scratch(DTYPE[t.dtype.name], t.shape) for t in tensors}
+    refs = {t.name: e.tensor(DTYPE[t.dtype.name], t.shape) for t in tensors}
     e.program.extend(sme.assemble_program("smstart"))
     for op in graph:
         lower(e, op, refs)
@@ -120,9 +120,21 @@ def test_operators_it_cannot_lower_fail_before_anything_runs():
     w = b.const(np.ones((3, 3, 8, 2)), "fp32")
     y = b.depthwise_conv2d(x, w, b.const(np.zeros(16), "fp32"), pad=(1, 1, 1, 1))
     g = b.build(y)
-    e = Emitter(MODES["fp32"], 64, Arena(0x1000, 1 << 20))
-    refs = {t.name: e.scratch("f32", t.shape) for t in (x, y)}
+    e = Emitter(MODES["fp32"], 64, Memory(0x1000, 1 << 20))
+    refs = {t.name: e.tensor("f32", t.shape) for t in (x, y)}
     with pytest.raises(ScheduleError, match="channel multiplier 2"):
         lower(e, g.operators[0], refs)
     with pytest.raises(ScheduleError, match="need a float mode"):
-        lower(Emitter(MODES["int8"], 64, Arena(0x1000, 1 << 20)), g.operators[0], refs)
+        lower(Emitter(MODES["int8"], 64, Memory(0x1000, 1 << 20)), g.operators[0], refs)
+
+
+def test_buffers_reuse_the_bytes_of_dead_ones_and_constants_sit_on_top():
+    mem = Memory(0x1000, 0x10000)
+    a = mem.buffer(100, now=0, last=1)           # [0x1000, 0x1080)
+    b = mem.buffer(64, now=0, last=2)
+    assert (a, b) == (0x1000, 0x1080)
+    c = mem.buffer(64, now=2, last=2)            # a is dead at step 2: its bytes are reused
+    assert c == 0x1000 and mem.buffer(200, now=2, last=3) == 0x10c0
+    assert mem.constant(100) == 0x10000 - 128
+    with pytest.raises(ScheduleError, match="mem is full"):
+        mem.buffer(0x10000, now=3, last=3)

@@ -20,6 +20,7 @@ beat the vector side by an order of magnitude. Every other operator is one vecto
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,36 +37,59 @@ DOT_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")
 ALIGN = 64
 
 
-class Arena:
-    """A bump allocator over ``mem`` from ``base``, ``ALIGN``-aligned."""
+class Memory:
+    """``mem`` in two regions: constants from the top down (they live through the program) and
+    buffers from ``base`` up, each placed first-fit among the buffers still live when it is
+    taken (a buffer lives until the step, e.g. the layer, given as ``last``)."""
 
-    def __init__(self, base: int, size: int):
-        self.next, self.end = base, base + size
+    def __init__(self, base: int, end: int):
+        self.base, self.top = base, end
+        self.live: list[tuple[int, int, float]] = []    # (addr, end, last step)
+        self.high = base
 
-    def take(self, nbytes: int) -> int:
-        addr = self.next
-        self.next = -(-(addr + max(nbytes, 1)) // ALIGN) * ALIGN
-        if self.next > self.end:
-            raise ScheduleError(f"sme: mem is full ({self.end:#x}); {nbytes} more bytes needed")
+    def constant(self, nbytes: int) -> int:
+        self.top = (self.top - nbytes) // ALIGN * ALIGN
+        self._check(nbytes)
+        return self.top
+
+    def buffer(self, nbytes: int, now: float, last: float) -> int:
+        self.live = [b for b in self.live if b[2] >= now]
+        addr = self.base
+        for start, end, _ in sorted(self.live):
+            if addr + nbytes <= start:
+                break
+            addr = max(addr, end)
+        end = -(-(addr + max(nbytes, 1)) // ALIGN) * ALIGN
+        self.live.append((addr, end, last))
+        self.high = max(self.high, end)
+        self._check(nbytes)
         return addr
+
+    def _check(self, nbytes: int) -> None:
+        if self.high > self.top:
+            raise ScheduleError(f"sme: mem is full: buffers reach {self.high:#x}, constants "
+                                f"start at {self.top:#x} (placing {nbytes} bytes); raise "
+                                "mem_size")
 
 
 @dataclass
 class Emitter:
-    """A program being lowered: its items, the memory image to load, and its allocators."""
+    """A program being lowered: its items, the memory image to load, where things live, and
+    the current step (layer) for buffer lifetimes."""
 
     mode: Mode
     svl_bytes: int
-    arena: Arena
+    memory: Memory
+    step: int = 0
     program: list = field(default_factory=list)
     image: list = field(default_factory=list)       # (addr, uint8 array)
-    consts: dict = field(default_factory=dict)      # (tensor name, dtype) -> TensorRef
+    consts: dict = field(default_factory=dict)      # (tensor name, shape) -> TensorRef
 
     def data(self, values: np.ndarray, dtype: str, shape=None) -> TensorRef:
         """Constant data in ``mem`` (encoded as ``dtype``)."""
         from hwsim.targets.sme.vector import encode
         raw = encode(values, dtype).view(np.uint8)
-        addr = self.arena.take(raw.size)
+        addr = self.memory.constant(raw.size)
         self.image.append((addr, raw))
         return TensorRef(addr, dtype, tuple(shape or np.shape(values)) or (1,))
 
@@ -76,9 +100,15 @@ class Emitter:
                                          shape or tensor.shape)
         return self.consts[key]
 
-    def scratch(self, dtype: str, shape) -> TensorRef:
+    def tensor(self, dtype: str, shape, last: float = math.inf) -> TensorRef:
+        """A buffer live from the current step to ``last``."""
         shape = tuple(shape)
-        return TensorRef(self.arena.take(int(np.prod(shape)) * DTYPES[dtype]), dtype, shape)
+        nbytes = int(np.prod(shape)) * DTYPES[dtype]
+        return TensorRef(self.memory.buffer(nbytes, self.step, last), dtype, shape)
+
+    def scratch(self, dtype: str, shape) -> TensorRef:
+        """A buffer for the current step only."""
+        return self.tensor(dtype, shape, self.step)
 
     def vec(self, name: str, **args) -> None:
         self.program.append(VecOp(name, {k: v for k, v in args.items() if v is not None}))
