@@ -138,3 +138,15 @@ def test_buffers_reuse_the_bytes_of_dead_ones_and_constants_sit_on_top():
     assert mem.constant(100) == 0x10000 - 128
     with pytest.raises(ScheduleError, match="mem is full"):
         mem.buffer(0x10000, now=3, last=3)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp32"])
+def test_pooling_padding_and_transposes_on_the_vector_side(dtype):
+    b = GraphBuilder("misc")
+    x = b.input((1, 5, 6, 3), dtype, "x")
+    y = b.max_pool2d(b.pad(x, (0, 0, 1, 0, 0, 0, 0, 0), -2), (2, 2), (2, 2))
+    z = b.transpose(b.reduce("REDUCE_MAX", y, 2), (0, 3, 1, 2))
+    g = b.build(b.clamp(z, -3, 100) if dtype == "int8" else z)
+    values, _, _ = simulate(g, "int8" if dtype == "int8" else "fp32", sample(g, 6))
+    for op in g:
+        assert judge_layer(g, op, values[op.output.name], values).status == "exact", op.op

@@ -287,6 +287,8 @@ VECTOR_OPS = {
                                            "size": _shape(op, "size")}),
     "TRANSPOSE": lambda e, op, ref: ("transpose", {"in": ref(op.inputs[0]),
                                                    "perms": tuple(op.perms)}),
+    "PAD": lambda e, op, ref: ("pad", {"in": ref(op.inputs[0]), "padding": _shape(op, "padding"),
+                                       "value": op.scalar("pad_const")}),
 }
 OPERATORS = frozenset(DOT_OPS) | frozenset(VECTOR_OPS)
 
