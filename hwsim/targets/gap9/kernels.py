@@ -446,11 +446,14 @@ def _streams(bound: Bound, cores: int, word: int):
 
 
 def execute(bound: Bound, machine) -> Work:
-    """Run ``bound`` now: read its inputs from L1, compute, cost; outputs land at the end."""
+    """Run ``bound`` now: read its inputs from L1, compute, cost; outputs land at the end.
+    Without numerics (``machine.engine.numerics``) only the cost."""
     t, l1 = machine.timing, machine.spaces["l1"]
-    values = {n: _read(l1, r) for n, r in bound.tensors.items()
-              if bound.kernel.args[n].kind == "in"}
-    outputs = bound.kernel.run(values, bound.attrs, bound.tensors)
+    outputs = {}
+    if machine.engine.numerics:
+        values = {n: _read(l1, r) for n, r in bound.tensors.items()
+                  if bound.kernel.args[n].kind == "in"}
+        outputs = bound.kernel.run(values, bound.attrs, bound.tensors)
     rate_name, work = bound.kernel.work(bound.tensors, bound.attrs)
     cores = t.cluster_cores
     cycles = max(1, math.ceil(work / (cores * getattr(t, rate_name))))
@@ -472,4 +475,4 @@ def execute(bound: Bound, machine) -> Work:
             l1.store(ref.addr, ti.store(np.asarray(data).reshape(-1), ref.dtype))
     macs = work if rate_name.endswith("macs_per_cycle_per_core") else 0
     return Work(cycles, transfers=((machine.cores_port, nbytes),), macs=macs,
-                stalls=stalls or None, commit=commit)
+                stalls=stalls or None, commit=commit if outputs else None)

@@ -30,7 +30,7 @@ from hwsim.targets.base import Machine
 from hwsim.targets.gap9 import kernels
 from hwsim.targets.gap9.ne16_datapath import run_job
 from hwsim.targets.gap9.ne16_job import Ne16Job
-from hwsim.targets.gap9.ne16_timing import job_states
+from hwsim.targets.gap9.ne16_timing import job_states, job_totals
 from hwsim.targets.gap9.params import PARAMS
 from hwsim.targets.gap9.tcdm import Traffic
 from hwsim.timing.engine import Engine, Op, Work
@@ -224,27 +224,54 @@ class _Run:
 
 
 def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
-    """One op per NE16 state; the first computes the job, the last writes its outputs. The
-    job's MACs are spread over its matrix-vector states; the start latency is added to the first
-    state and the end latency to the last."""
+    """The ops of one job (parameter ``ne16_timeline``): one per NE16 state, or one for the
+    whole job. The first computes the job, the last writes its outputs."""
     t = m.timing
-    states = job_states(job, t)
-    mv_count = sum(s.name == "matrix-vector" for s in states)
-    share, extra = divmod(job.macs, mv_count)
-    start_cycles, end_cycles = t.ne16_start_cycles, t.ne16_end_cycles
     result = {}
 
     def compute() -> None:
+        if not m.engine.numerics:
+            return
         try:
             result["writes"] = run_job(job, m.spaces["l1"], t.ne16_bias_add, t.ne16_rounding)
         except HwsimError as exc:
             raise ProgramError(f"{loc}: {exc}") from None
 
     def write_back() -> None:
-        offsets, data = result["writes"]
-        m.spaces["l1"].data[offsets] = data
+        if "writes" in result:
+            offsets, data = result["writes"]
+            m.spaces["l1"].data[offsets] = data
         m.ne16_holding[ctx] = False
 
+    reads = (f"commit job {job.index}",)
+    writes = (f"ne16 job {job.index}", f"ne16 context {ctx}")
+    if t.ne16_timeline == "job":
+        yield _whole_job(m, job, compute, write_back, reads, writes)
+    else:
+        yield from _state_ops(m, job, compute, write_back, reads, writes)
+
+
+def _whole_job(m: Gap9, job: Ne16Job, compute, write_back, reads, writes) -> Op:
+    t = m.timing
+    totals = job_totals(job, t)
+    cycles = t.ne16_start_cycles + totals.cycles + t.ne16_end_cycles
+
+    def execute() -> Work:
+        compute()
+        stall = m.traffic.conflicts_mixed("ne16", m.engine.env.now, cycles, totals.accesses)
+        return Work(cycles, transfers=((m.ne16_port, totals.l1_bytes),), macs=job.macs,
+                    stalls={"l1 contention": stall} if stall else None, commit=write_back)
+    return Op(m.ne16, execute, f"job {job.index}", reads, writes, args={"job": job.index})
+
+
+def _state_ops(m: Gap9, job: Ne16Job, compute, write_back, reads, writes):
+    """One op per NE16 state. The job's MACs are spread over its matrix-vector states; the
+    start latency is added to the first state and the end latency to the last."""
+    t = m.timing
+    states = job_states(job, t)
+    mv_count = sum(s.name == "matrix-vector" for s in states)
+    share, extra = divmod(job.macs, mv_count)
+    start_cycles, end_cycles = t.ne16_start_cycles, t.ne16_end_cycles
     last_index = len(states) - 1
     for n, state in enumerate(states):
         first, last = n == 0, n == last_index
@@ -261,7 +288,5 @@ def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
             return Work(cycles, transfers=((m.ne16_port, state.l1_bytes),), macs=macs,
                         stalls={"l1 contention": stall} if stall else None,
                         commit=write_back if last else None)
-        reads = (f"commit job {job.index}",) if first else ()
-        writes = (f"ne16 job {job.index}", f"ne16 context {ctx}") if last else ()
-        yield Op(m.ne16, execute, f"job {job.index} {state.name}", reads, writes,
-                 args={"job": job.index})
+        yield Op(m.ne16, execute, f"job {job.index} {state.name}", reads if first else (),
+                 writes if last else (), args={"job": job.index})
