@@ -62,7 +62,7 @@ def _machine(low: Lowering, overrides: dict):
     from hwsim.targets import machine_class
     cls = machine_class(low.target)
     arch, timing = split_overrides(cls, dict(overrides))
-    return cls(**arch), {**getattr(low, "machine_params", {}), **timing}
+    return cls(**arch), {**low.machine_params, **timing}
 
 
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
@@ -80,16 +80,19 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
 
 def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bits: int = 8,
              params: dict | None = None, check: bool = False, inputs=None,
-             numerics: bool = True, progress=None) -> Report:
+             numerics: bool = True, progress=None, name: str | None = None) -> Report:
     """Lower ``model`` (a Graph or a model file) onto ``target``, run it and report per layer.
-    ``check`` judges every layer against the TOSA reference (needs ``numerics``)."""
+    ``mode``: the lowering's numeric mode; ``weight_bits``: requantise weights (2..8);
+    ``params``: machine parameter overrides; ``check``: judge every layer against the TOSA
+    reference (needs ``numerics``); ``inputs``: the model input (default: a fixed random
+    sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running."""
     from hwsim.schedule.check import check as judge
     from hwsim.schedule.run import attribute, simulate
     if check and not numerics:
         raise ConfigError("--check needs the datapaths: drop --no-numerics")
     wall = {}
     start = time.perf_counter()
-    graph, name, low, options, machine, run_params, layers, lowered = prepare(
+    graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params, numerics)
     feeds = _inputs(graph, inputs)
     wall["lower"] = time.perf_counter() - start
@@ -98,7 +101,7 @@ def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bit
     start = time.perf_counter()
     stats = attribute(sim.result, lowered, low, len(layers))
     rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
-    report = Report(name, low.target, options.mode, options.weight_bits, sim.result.clock_hz,
+    report = Report(name or model_name, low.target, options.mode, options.weight_bits, sim.result.clock_hz,
                     sim.result.cycles, rows, stats["totals"], run_params, sim.outputs,
                     numerics=numerics, result=sim.result)
     wall["attribute"] = time.perf_counter() - start
@@ -117,8 +120,26 @@ def _row(layer, stats: dict, lowered: Lowered) -> LayerRow:
     return LayerRow(layer.index, layer.name, layer.kind, layer.output.shape,
                     lowered.units.get(layer.index, ()), stats["cycles"], stats["span"],
                     layer.macs, stats["peak"], stats["bytes"], stats["compute"],
-                    stats["movement"], stats["bound"], stats["overlap"],
+                    stats["movement"], stats["bound"], stats["overlap"], stats["split"],
                     lowered.notes.get(layer.index, []))
 
 
-__all__ = ["estimate", "prepare", "lowering", "Report", "Lowering", "ScheduleError", "LOWERINGS"]
+def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
+                  weight_bits: int = 8, params: dict | None = None, inputs=None) -> Path:
+    """Write the lowered program as a trace ``hwsim run`` accepts: the parameters, the memory
+    image and inputs as ``.load`` data files beside it, the instructions with a comment at each
+    layer, and in exact mode ``.expect`` lines with the reference model's outputs."""
+    from hwsim.schedule.trace import write_trace
+    graph, name, low, options, machine, run_params, layers, lowered = prepare(
+        model, target, mode, weight_bits, params)
+    feeds = _inputs(graph, inputs)
+    expected = None
+    if options.mode == "exact":
+        from hwsim.tosa.reference import run_graph
+        expected = run_graph(graph, [feeds[t.name] for t in graph.inputs])
+    return write_trace(Path(path), low, options, name, layers, lowered, feeds, expected,
+                       {**options.params, **run_params})
+
+
+__all__ = ["estimate", "compile_model", "prepare", "lowering", "Report", "Lowering",
+           "ScheduleError", "LOWERINGS"]

@@ -14,7 +14,11 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
 * ``lower(graph, layers, machine, options)``: a ``Lowered`` program, each instruction tagged
   with the layer it belongs to, with the memory image to load before the run, where the graph
   inputs and outputs live, and where each layer's output can be read once its writers have
-  committed (``Checkpoint``).
+  committed (``Checkpoint``);
+* ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
+* ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
+  (bytes/cycle) by name, for the roofline plot;
+* ``machine_params``: parameter values its programs are meant to run with (overridable).
 
 The scheduler (``hwsim.schedule``) does the rest the same way for every machine: it runs the
 program once, attributes time and bytes to layers from the engine's logs, checks each layer
@@ -149,6 +153,7 @@ class Lowering:
     compute_units: tuple = ()
     movement_ports: tuple = ()
     levels: dict = {}
+    machine_params: dict = {}
 
     def options(self, mode: str | None = None, weight_bits: int = 8, params=None,
                 numerics: bool = True) -> Options:
@@ -167,6 +172,12 @@ class Lowering:
         raise NotImplementedError
 
     def lower(self, graph: Graph, layers: list[Layer], machine, options: Options) -> Lowered:
+        raise NotImplementedError
+
+    def text(self, instr) -> str:
+        raise NotImplementedError
+
+    def roofs(self, params) -> dict:
         raise NotImplementedError
 
     def layers(self, graph: Graph, options: Options) -> list[Layer]:

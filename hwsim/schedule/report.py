@@ -32,6 +32,7 @@ class LayerRow:
     movement_cycles: int
     bound: str
     overlap: float | None
+    split: dict = field(default_factory=dict)   # cycles by what held them: compute/movement/other
     notes: list = field(default_factory=list)
     verdict: object = None  # hwsim.tosa.judge.Verdict
 
@@ -47,7 +48,7 @@ class LayerRow:
     def to_json(self) -> dict:
         out = {k: getattr(self, k) for k in ("index", "name", "kind", "units", "cycles", "macs",
                                              "bytes", "compute_cycles", "movement_cycles",
-                                             "bound", "overlap", "notes")}
+                                             "bound", "overlap", "split", "notes")}
         out.update(shape=list(self.shape), span=list(self.span) if self.span else None,
                    macs_per_cycle=self.macs_per_cycle, peak_fraction=self.peak_fraction)
         if self.verdict is not None:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwsim.schedule.lowering import Lowered, Lowering
+from hwsim.targets.base import PEAK_WINDOW_CYCLES
 from hwsim.timing.stats import binned
 
 
@@ -192,19 +193,24 @@ def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
     return out
 
 
+CLASSES = ("compute", "movement", "other")
+
+
 def _exclusive(logs: dict, n_layers: int, total: int) -> np.ndarray:
-    """Cycles charged to each layer (module docstring: compute, then movement, then other)."""
-    classes = [[s for k, s in logs.items() if k.endswith(":" + c)]
-               for c in ("compute", "movement", "other")]
+    """Cycles charged to each layer, by the class of activity that won each piece of the
+    timeline (module docstring): an array [class, layer]; idle pieces count as "other"."""
+    classes = [[s for k, s in logs.items() if k.endswith(":" + c)] for c in CLASSES]
     every = [s for group in classes for s in group]
     points = np.unique(np.concatenate([[0, total]] + [s.rows.reshape(-1) for s in every]))
     points = points[(points >= 0) & (points <= total)]
     seg = np.diff(points).astype(float)
+    out = np.zeros((len(CLASSES), n_layers))
     if not len(seg):
-        return np.zeros(n_layers)
+        return out
     owner = np.zeros((n_layers, len(seg)), bool)
+    winner = np.full(len(seg), len(CLASSES) - 1)
     taken = np.zeros(len(seg), bool)
-    for group in classes:
+    for c, group in enumerate(classes):
         active = np.zeros((n_layers + 1, len(seg) + 1), np.int64)
         for s in group:
             ok = s.layers >= 0
@@ -215,21 +221,24 @@ def _exclusive(logs: dict, n_layers: int, total: int) -> np.ndarray:
         busy = np.cumsum(active, axis=1)[:n_layers, :-1] > 0
         fresh = busy.any(axis=0) & ~taken
         owner[:, fresh] = busy[:, fresh]
+        winner[fresh] = c
         taken |= fresh
     if taken.any():              # idle pieces go to the next busy piece (or the last one)
         index = np.where(taken, np.arange(len(seg)), len(seg))
         nxt = np.minimum.accumulate(index[::-1])[::-1]
-        last = np.flatnonzero(taken)[-1]
-        nxt = np.where(nxt == len(seg), last, nxt)
+        nxt = np.where(nxt == len(seg), np.flatnonzero(taken)[-1], nxt)
         owner = owner[:, nxt]
-    counts = np.maximum(owner.sum(axis=0), 1)
-    return (owner * (seg / counts)).sum(axis=1)
+    share = owner * (seg / np.maximum(owner.sum(axis=0), 1))
+    for c in range(len(CLASSES)):
+        out[c] = share[:, winner == c].sum(axis=1)
+    return out
 
 
 def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> dict:
     """Per-layer timing and traffic, and the run's totals (module docstring)."""
     logs = _logs(result, lowered, lowering)
-    cycles = _exclusive(logs, n_layers, result.cycles)
+    by_class = _exclusive(logs, n_layers, result.cycles)
+    cycles = by_class.sum(axis=0)
     compute_all = _union(np.concatenate([s.rows for k, s in logs.items()
                                          if k.endswith(":compute")] or [np.zeros((0, 2))]))
     peaks = {u.name: u.peak_macs for u in result.units}
@@ -249,6 +258,7 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
                 nbytes[level_of[port]] += int(s.amounts[s.layers == layer].sum())
         rows.append({
             "cycles": float(cycles[layer]),
+            "split": {c: float(by_class[k, layer]) for k, c in enumerate(CLASSES)},
             "span": (int(every[:, 0].min()), int(every[:, 1].max())) if len(every) else None,
             "compute": _measure(compute), "movement": moved,
             "overlap": _intersection(movement, compute_all) / moved if moved else None,
@@ -260,7 +270,7 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
 
 
 def _totals(result, lowering: Lowering) -> dict:
-    window = 256
+    window = PEAK_WINDOW_CYCLES
     span = max(result.cycles, 1)
     levels = {}
     for level, ports in lowering.levels.items():

@@ -14,7 +14,7 @@ deviation reported per layer).
 
 from __future__ import annotations
 
-from hwsim.schedule.gap9 import cluster, ne16, plan
+from hwsim.schedule.gap9 import cluster, ne16, plan, text
 from hwsim.schedule.gap9.works import make
 from hwsim.schedule.lowering import Lowering, group
 
@@ -67,3 +67,12 @@ class Gap9Lowering(Lowering):
     def lower(self, graph, layers, machine, options):
         works = [make(layer, _on_ne16) for layer in layers]
         return plan.lower(graph, layers, works, machine, options)
+
+    def text(self, instr) -> str:
+        return text.text(instr)
+
+    def roofs(self, params) -> dict:
+        return {"peaks": {"NE16": params.ne16_products_per_cycle / 8,
+                          "cluster": params.cluster_peak_macs_per_cycle},
+                "bandwidths": {"L2": params.l2_bytes_per_cycle,
+                               "MRAM": params.mram_bytes_per_cycle}}
