@@ -125,19 +125,21 @@ def _row(layer, stats: dict, lowered: Lowered) -> LayerRow:
 
 
 def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
-                  weight_bits: int = 8, params: dict | None = None, inputs=None) -> Path:
+                  weight_bits: int = 8, params: dict | None = None, inputs=None,
+                  name: str | None = None) -> Path:
     """Write the lowered program as a trace ``hwsim run`` accepts: the parameters, the memory
     image and inputs as ``.load`` data files beside it, the instructions with a comment at each
     layer, and in exact mode ``.expect`` lines with the reference model's outputs."""
     from hwsim.schedule.trace import write_trace
-    graph, name, low, options, machine, run_params, layers, lowered = prepare(
+    graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params)
     feeds = _inputs(graph, inputs)
     expected = None
     if options.mode == "exact":
         from hwsim.tosa.reference import run_graph
         expected = run_graph(graph, [feeds[t.name] for t in graph.inputs])
-    return write_trace(Path(path), low, options, name, layers, lowered, feeds, expected,
+    return write_trace(Path(path), low, options, name or model_name, layers, lowered, feeds,
+                       expected,
                        {**options.params, **run_params})
 
 

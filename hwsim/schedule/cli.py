@@ -114,6 +114,7 @@ def cmd_compile(args) -> int:
     start = time.perf_counter()
     graph, inputs, params = _prepare(args)
     path = compile_model(graph, args.output, args.target, mode=args.mode,
-                         weight_bits=args.weight_bits, params=params, inputs=inputs)
+                         weight_bits=args.weight_bits, params=params, inputs=inputs,
+                         name=args.model)
     print(f"{path}: {args.model} for {args.target} ({time.perf_counter() - start:.2f} s)")
     return 0

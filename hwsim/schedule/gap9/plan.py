@@ -179,7 +179,7 @@ def _choose_tilings(active: list[Work], plan: Plan, capacity: int, shrink: dict)
     return True
 
 
-def _candidates(w: Work, limit: int = 64):
+def _candidates(w: Work, limit: int = 256):
     for n, t in enumerate(w.tilings()):
         if n >= limit:
             return

@@ -136,17 +136,18 @@ class Ne16Work(Work):
         return (*concat(parts), [concat(self.ne16.parts(k0, k1)) for k0, k1 in kblocks])
 
     def tilings(self):
+        """Row bands x k-blocks, fewest steps first (k-blocks of whole NE16 subtiles first,
+        then finer: the last subtile of a block may be partial)."""
         g = self.ne16.geo
-        h_out = g.h_out
         multiple = 2 if g.stride == 2 else 1
-        for count in range(1, max(1, math.ceil(g.k_out / g.group)) + 1):
-            kblocks = split(g.k_out, count, g.group)
-            if count > 1 and len(kblocks) != count:
-                continue
-            for bands in range(1, h_out + 1):
-                rows = split(h_out, bands, multiple)
-                if bands > 1 and len(rows) != bands:
-                    continue
+        whole = math.ceil(g.k_out / g.group)
+        pairs = sorted(((b, k) for b in range(1, g.h_out + 1)
+                        for k in range(1, math.ceil(g.k_out / 8) + 1)),
+                       key=lambda bk: (bk[0] * bk[1], bk[1]))
+        for bands, count in pairs:
+            rows = split(g.h_out, bands, multiple)
+            kblocks = split(g.k_out, count, g.group if count <= whole else 8)
+            if len(rows) == bands and len(kblocks) == count:
                 yield self._tiling(rows, kblocks)
 
     def _tiling(self, rows: list, kblocks: list) -> Tiling:
