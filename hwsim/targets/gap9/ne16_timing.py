@@ -145,9 +145,23 @@ class Totals:
     accesses: dict
 
 
+_TOTALS: dict = {}
+
+
 def job_totals(job: Ne16Job, t) -> Totals:
-    """The sum of ``job_states(job, t)``, from the distinct states and their counts."""
+    """The sum of ``job_states(job, t)``, from the distinct states and their counts (cached
+    per job signature and cost parameters: the tiles of a layer share one)."""
     costs = _Costs(t)
+    key = (job.signature, tuple(getattr(costs, n) for n in _Costs.NAMES))
+    found = _TOTALS.get(key)
+    if found is None:
+        if len(_TOTALS) >= 4096:
+            _TOTALS.clear()
+        found = _TOTALS[key] = _totals(job, costs)
+    return found
+
+
+def _totals(job: Ne16Job, costs) -> Totals:
     counts: Counter = Counter()
     if job.linear:
         patches = Counter({(job.h_out(0), job.w_out(0), 0, 0): 1})
