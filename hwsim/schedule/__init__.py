@@ -11,6 +11,8 @@ lives in ``hwsim.schedule.gap9``.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import time
 from pathlib import Path
@@ -65,6 +67,19 @@ def _machine(low: Lowering, overrides: dict):
     return cls(**arch), {**low.machine_params, **timing}
 
 
+@contextlib.contextmanager
+def _no_cycle_collection():
+    """Pause the cyclic garbage collector (as ``Engine.run`` does): an estimate makes many
+    short-lived objects, and the collector's scans of them cost more than the work."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
             params: dict | None = None, numerics: bool = True):
     """Load, check, fuse and lower: (graph, name, lowering, options, machine, run parameters,
@@ -86,10 +101,17 @@ def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bit
     ``params``: machine parameter overrides; ``check``: judge every layer against the TOSA
     reference (needs ``numerics``); ``inputs``: the model input (default: a fixed random
     sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running."""
-    from hwsim.schedule.check import check as judge
-    from hwsim.schedule.run import attribute, simulate
     if check and not numerics:
         raise ConfigError("--check needs the datapaths: drop --no-numerics")
+    with _no_cycle_collection():
+        return _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
+                         progress, name)
+
+
+def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics, progress,
+              name) -> Report:
+    from hwsim.schedule.check import check as judge
+    from hwsim.schedule.run import attribute, simulate
     wall = {}
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(

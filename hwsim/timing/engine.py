@@ -127,7 +127,7 @@ class Unit:
         self.tags: list = []                                     # Op.tag of each log entry
         self._work: simpy.Event | None = None
         self._space: simpy.Event | None = None
-        engine.env.process(self._serve())
+        self.process = engine.env.process(self._serve())
 
     def _stall(self, reason: str, cycles: int) -> None:
         if cycles > 0:
@@ -365,4 +365,15 @@ class Engine:
         stuck = [u.name for u in self.units.values() if u.queue]
         if stuck:
             raise HwsimError(f"internal: units {', '.join(stuck)} still hold ops at the end")
+        self._release()
         return int(self.env.now)
+
+    def _release(self) -> None:
+        """Break the reference cycles of a finished run (unit processes, units and engine, the
+        hooks), so that its ops and events go when the last reference does, without leaving
+        the cyclic collector tens of thousands of objects to trace."""
+        for unit in self.units.values():
+            unit.process._generator.close()
+            unit.process = unit._work = unit._space = None
+            unit.engine = None
+        self.observe = self.progress = None
