@@ -234,36 +234,58 @@ def _exclusive(logs: dict, n_layers: int, total: int) -> np.ndarray:
     return out
 
 
+def _joined(logs: dict, kind: str) -> Spans:
+    found = [s for k, s in logs.items() if k.endswith(kind)]
+    if not found:
+        return Spans(np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    return Spans(np.concatenate([s.rows for s in found]),
+                 np.concatenate([s.layers for s in found]))
+
+
+def _by_layer(spans: Spans, n_layers: int) -> list[np.ndarray]:
+    """The merged intervals of each layer."""
+    order = np.argsort(spans.layers, kind="stable")
+    bounds = np.searchsorted(spans.layers[order], np.arange(n_layers + 1))
+    rows = spans.rows[order]
+    return [_union(rows[bounds[i]:bounds[i + 1]]) for i in range(n_layers)]
+
+
 def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> dict:
     """Per-layer timing and traffic, and the run's totals (module docstring)."""
     logs = _logs(result, lowered, lowering)
     by_class = _exclusive(logs, n_layers, result.cycles)
     cycles = by_class.sum(axis=0)
-    compute_all = _union(np.concatenate([s.rows for k, s in logs.items()
-                                         if k.endswith(":compute")] or [np.zeros((0, 2))]))
+    compute = _joined(logs, ":compute")
+    compute_all = _union(compute.rows)
+    per_compute = _by_layer(compute, n_layers)
+    per_movement = _by_layer(_joined(logs, ":movement"), n_layers)
+    every = _joined(logs, "")
+    ok = every.layers >= 0
+    first = np.full(n_layers, np.iinfo(np.int64).max)
+    last = np.full(n_layers, -1)
+    np.minimum.at(first, every.layers[ok], every.rows[ok, 0])
+    np.maximum.at(last, every.layers[ok], every.rows[ok, 1])
+    nbytes = {level: np.zeros(n_layers) for level in lowering.levels}
+    for level, ports in lowering.levels.items():
+        for port in ports:
+            s = logs.get(f"port:{port}:movement", logs.get(f"port:{port}:port"))
+            if s is not None and len(s.layers):
+                good = s.layers >= 0
+                nbytes[level] += np.bincount(s.layers[good], s.amounts[good],
+                                             minlength=n_layers)
     peaks = {u.name: u.peak_macs for u in result.units}
-    level_of = {port: level for level, ports in lowering.levels.items() for port in ports}
     rows = []
     for layer in range(n_layers):
-        def pick(kind):
-            found = [s.rows[s.layers == layer] for k, s in logs.items() if k.endswith(kind)]
-            return _union(np.concatenate(found)) if found else np.zeros((0, 2), np.int64)
-        compute, movement = pick(":compute"), pick(":movement")
-        every = np.concatenate([s.rows[s.layers == layer] for s in logs.values()])
-        moved = _measure(movement)
-        nbytes = {level: 0 for level in lowering.levels}
-        for key, s in logs.items():
-            port = key.split(":")[1]
-            if key.startswith("port:") and port in level_of:
-                nbytes[level_of[port]] += int(s.amounts[s.layers == layer].sum())
+        busy, moved = _measure(per_compute[layer]), _measure(per_movement[layer])
         rows.append({
             "cycles": float(cycles[layer]),
             "split": {c: float(by_class[k, layer]) for k, c in enumerate(CLASSES)},
-            "span": (int(every[:, 0].min()), int(every[:, 1].max())) if len(every) else None,
-            "compute": _measure(compute), "movement": moved,
-            "overlap": _intersection(movement, compute_all) / moved if moved else None,
-            "bound": "compute" if _measure(compute) >= moved else "memory",
-            "bytes": nbytes,
+            "span": (int(first[layer]), int(last[layer])) if last[layer] >= 0 else None,
+            "compute": busy, "movement": moved,
+            "overlap": _intersection(per_movement[layer], compute_all) / moved if moved else
+            None,
+            "bound": "compute" if busy >= moved else "memory",
+            "bytes": {level: int(v[layer]) for level, v in nbytes.items()},
             "peak": max((peaks[u] for u in lowered.units.get(layer, ()) if u in peaks), default=0),
         })
     return {"layers": rows, "totals": _totals(result, lowering)}

@@ -8,6 +8,10 @@ order) and ``cluster`` (the 8 worker cores running one kernel at a time). Ports:
 contention between the masters is priced by ``tcdm.Traffic`` and shows as ``l1 contention``
 stalls, conflicts among the cores as ``l1 bank conflict`` stalls.
 
+Consecutive job register writes run as one controller op of their summed cost (the same cycles
+as one op each: they are back to back on the in-order controller); the op is attributed to the
+instruction after them.
+
 The NE16 job queue: two register contexts; a job's first register access acquires the context
 its commit will use, waiting while both are pending (the job two commits earlier has not
 ended); commit snapshots the context and queues the job. The job's first state reads its
@@ -106,6 +110,8 @@ class Gap9(Machine):
         run = _Run(self)
         for instr in program:
             yield from run.step(instr)
+        if run.writes:
+            yield run.flush_writes()
 
 
 class _Run:
@@ -118,6 +124,7 @@ class _Run:
         self.jobs = 0
         self.acquired = False
         self.kernels = 0
+        self.writes: list[str] = []         # register writes not yet issued as an op
         self.handlers = {prog.DmaCopy: self.dma, prog.DmaWait: self.dma_wait,
                          prog.Ne16Acquire: self.acquire, prog.Ne16Write: self.write,
                          prog.Ne16Commit: self.commit, prog.Ne16Status: self.status,
@@ -125,7 +132,14 @@ class _Run:
                          prog.Barrier: self.barrier}
 
     def step(self, instr):
-        return self.handlers[type(instr)](instr)
+        if self.writes and type(instr) is not prog.Ne16Write:
+            yield self.flush_writes()
+        yield from self.handlers[type(instr)](instr)
+
+    def flush_writes(self) -> Op:
+        names, self.writes = self.writes, []
+        return self.m._ctrl(f"ne16 {' '.join(names)}",
+                            len(names) * self.t.ctrl_reg_write_cycles)
 
     def dma(self, d: prog.DmaCopy):
         m, t, n = self.m, self.t, self.dma_count
@@ -172,7 +186,7 @@ class _Run:
             yield from self.acquire(w)
         reg = isa.BY_NAME[w.register]
         self.m.ne16_contexts[self.m.ne16_configuring][reg.index] = w.value
-        yield self.m._ctrl(f"ne16 {reg.name}", self.t.ctrl_reg_write_cycles)
+        self.writes.append(reg.name)
 
     def commit(self, c: prog.Ne16Commit):
         if not self.acquired:
