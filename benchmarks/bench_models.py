@@ -17,6 +17,10 @@ look-alikes) and each target with a scheduler:
 * ``timing_only_s`` and ``numerics_speedup``: ``estimate`` without ``check`` with and without
   the datapaths (``numerics=False``), and their ratio.
 
+``--conformance`` also runs tosa-tools' generated operator tests (int8/int16/int32 positive
+tests of the operators the lowering supports, small shapes) through each target's system under
+test (``hwsim.tosa.sut``) and counts the verdicts.
+
 Results are printed and saved in benchmarks/results/models.json: one row per (target, model),
 so other targets add rows to the same table.
 """
@@ -107,10 +111,48 @@ def measure(name: str, source: str, graph, target: str, repeat: int) -> dict:
             "timing_only_s": timing, "numerics_speedup": full / timing}
 
 
+CONFORMANCE = [
+    ["^conv2d$", "1,6,5,4"], ["^depthwise_conv2d$", "1,5,6,3"], ["^matmul$", "1,4,6"],
+    ["^(avg_pool2d|max_pool2d)$", "1,6,6,3"],
+    ["^(add|sub|mul|rescale|clamp|table|clz|cast|arithmetic_right_shift|logical_left_shift|"
+     "maximum|minimum)$", "1,3,4,3"],
+    ["^(reduce_sum|reduce_max|reshape|transpose|concat|pad|slice)$", "1,3,4,3"],
+]
+
+
+def conformance(target: str) -> dict:
+    """Generate the CONFORMANCE operator tests and run them on ``target``: verdict counts."""
+    import contextlib
+    import io
+    import re
+    from generator.tosa_verif_build_tests import main as build
+    from runner.tosa_verif_run_tests import main as run
+    with tempfile.TemporaryDirectory(prefix="hwsim-conf-") as tmp:
+        for pattern, shape in CONFORMANCE:
+            with contextlib.redirect_stdout(io.StringIO()):
+                build(["-o", tmp, "--tosa-version", "1.0", "--seed", "0",
+                       "--no-special-tests", "--num-rand-permutations", "1", "--test-type",
+                       "positive", "--filter", pattern, "--target-shape", shape,
+                       "--target-dtype", "int8", "int16", "int32"])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            run(["-t", tmp, "-r", "--no-color", "--xunit-file", f"{tmp}/r.xml",
+                 "--sut-module", "hwsim.tosa.sut", "--sut-module-args",
+                 f"hwsim.tosa.sut:target={target}"])
+    text = out.getvalue()
+    totals = re.search(r"Totals \(hwsim\.tosa\.sut\): (.*)", text).group(1)
+    failed = sorted({m.split("/")[-2] + ": " + m.split("/")[-1] for m in
+                     re.findall(r"UNEXPECTED_FAILURE (\S+)", text)})
+    return {"target": target, **{k: int(n) for n, k in re.findall(r"(\d+) (\w+)", totals)},
+            "failures": failed}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--targets", nargs="*", default=list(LOWERINGS))
+    parser.add_argument("--conformance", action="store_true",
+                        help="also run generated TOSA operator tests on each target")
     args = parser.parse_args(argv)
     if MODELS.is_dir():
         cases = [(name, str(MODELS / f"{name}.tflite"), load_graph(MODELS / f"{name}.tflite"))
@@ -127,10 +169,16 @@ def main(argv=None) -> int:
                   f"{row['cold_s']:5.2f} s  peak {row['peak_mb']:5.0f} MB  timing-only "
                   f"x{row['numerics_speedup']:.2f}  {row['cycles']:,} cycles  "
                   f"exact={row['bit_exact']}", flush=True)
+    result = {"command": "PYTHONPATH=. python benchmarks/bench_models.py", "rows": rows}
+    if args.conformance:
+        result["conformance"] = [conformance(target) for target in args.targets]
+        for c in result["conformance"]:
+            print(f"{c['target']} conformance: {c.get('expected_pass', 0)} pass, "
+                  f"{c.get('unexpected_failure', 0)} fail, {c.get('skipped', 0)} skipped")
+            for line in c["failures"]:
+                print("  failed:", line)
     out = ROOT / "benchmarks" / "results" / "models.json"
-    atomic_write_text(out, json.dumps({"command": "PYTHONPATH=. python benchmarks/"
-                                                  "bench_models.py", "rows": rows},
-                                      indent=1) + "\n")
+    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(f"saved {out}")
     return 0
 

@@ -200,3 +200,15 @@ def test_an_unsupported_operator_fails_before_simulation_naming_it():
     with pytest.raises(ScheduleError, match=r"CONV2D\[conv2d_\d+\]: cannot run on gap9: "
                                             r"tensor .* is int48"):
         estimate(b.build(acc), "gap9")
+
+
+def test_batches_run_whole_or_tiled_by_batch():
+    b = GraphBuilder("batch")
+    x = b.input((3, 6, 6, 8), "int8")
+    y = b.avg_pool2d(x, (2, 2), (2, 2), input_zp=1, output_zp=-1)
+    acc = b.conv2d(y, b.const(weights(4, 3, 3, 8), "int8"), b.const(np.zeros(4, np.int32),
+                                                                     "int32"), pad=(1, 1, 1, 1))
+    z = b.add(b.rescale(requant(b, acc), 1.0, "int32"), b.const(np.ones((1, 1, 1, 4),
+                                                                         np.int32), "int32"))
+    report = check(b.build(z), params={"l1_size": 8192})
+    assert all("ne16" not in r.units for r in report.layers)

@@ -85,10 +85,16 @@ def _binary(op: Operator) -> Call:
 
 
 def _rescale(op: Operator) -> Call:
+    """RESCALE; an unsigned side's zero point is read zero-extended (spec: ``output_zp`` of an
+    ``output_unsigned`` int8 is 0..255)."""
+    in_zp, out_zp = _zp(op, "input_zp"), _zp(op, "output_zp")
+    if op.input_unsigned:
+        in_zp &= (1 << op.input.dtype.bits) - 1
+    if op.output_unsigned:
+        out_zp &= (1 << op.output.dtype.bits) - 1
     return Call("rescale", {"in": op.input.name, "mult": op.multiplier.name,
                             "shift": op.shift.name, "out": op.output.name},
-                {"in_zp": _zp(op, "input_zp"), "out_zp": _zp(op, "output_zp"),
-                 "scale32": int(op.scale32),
+                {"in_zp": in_zp, "out_zp": out_zp, "scale32": int(op.scale32),
                  "rounding": "double" if op.rounding_mode == "DOUBLE_ROUND" else "single",
                  "input_unsigned": int(op.input_unsigned),
                  "output_unsigned": int(op.output_unsigned)})

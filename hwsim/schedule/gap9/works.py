@@ -228,8 +228,10 @@ class ClusterWork(Work):
         super().__init__(layer)
         self.transparent = len(layer.ops) == 1 and layer.ops[0].op in cluster.COPIES
         head = layer.ops[0]
-        if head.op in cluster.WINDOWED:
-            self.mode = "window"
+        if head.op in cluster.WINDOWED and head.inputs[0].shape[0] == 1:
+            self.mode = "window"       # bands of rows (contiguous in batch 1)
+        elif head.op in cluster.WINDOWED:
+            self.mode = "whole"
         elif all(op.op in cluster.ELEMENTWISE for op in layer.ops):
             self.mode = "rows"
         else:
