@@ -87,3 +87,15 @@ def test_compile_then_run_gives_the_estimated_cycles(tosa, tmp_path, capsys):
                  str(tmp_path / "e.json"), "--input", str(tosa / "input.npy")]) == 0
     cycles = json.loads((tmp_path / "e.json").read_text())["cycles"]
     assert line.split()[1] == f"{cycles:,}"
+
+
+def test_the_example_runs_and_is_exact_in_exact_mode(capsys):
+    import runpy
+    from pathlib import Path
+    runpy.run_path(str(Path(__file__).resolve().parents[1] / "examples" / "schedule" /
+                       "estimate_block.py"), run_name="__main__")
+    exact, native = capsys.readouterr().out.split("\n\n")[:2]
+    assert "(exact mode" in exact and "(ne16 mode" in native
+    rows = [line for line in exact.splitlines() if line[:3].strip().isdigit()]
+    assert len(rows) == 3 and all(line.rstrip().endswith("exact") for line in rows)
+    assert "output rescale" in exact and ": exact (4096/4096" in exact

@@ -123,9 +123,9 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     start = time.perf_counter()
     stats = attribute(sim.result, lowered, low, len(layers))
     rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
-    report = Report(name or model_name, low.target, options.mode, options.weight_bits, sim.result.clock_hz,
-                    sim.result.cycles, rows, stats["totals"], run_params, sim.outputs,
-                    numerics=numerics, result=sim.result)
+    report = Report(name or model_name, low.target, options.mode, options.weight_bits,
+                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"], run_params,
+                    sim.outputs, numerics=numerics, result=sim.result)
     wall["attribute"] = time.perf_counter() - start
     if check:
         start = time.perf_counter()

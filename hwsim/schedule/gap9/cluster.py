@@ -39,8 +39,9 @@ OPERATORS = ELEMENTWISE | COPIES | WINDOWED | set(REDUCTIONS) | {"MATMUL", "CONC
 
 @dataclass
 class Call:
-    """One kernel line: ``tensors`` maps kernel arguments to tensor names (in the graph or made
-    up for a constant slice), ``args`` holds the other arguments."""
+    """One kernel line: ``tensors`` maps kernel arguments to tensor names (the graph's, or made
+    up: ``NAME@s8`` for a converted copy, ``@one``/``@shift30`` for its constants), ``args``
+    holds the other arguments."""
 
     kernel: str
     tensors: dict
@@ -79,7 +80,7 @@ def _binary(op: Operator) -> Call:
                                 "out": op.output.name})
     if op.op == "MUL" and _zp(op, "shift"):
         call.args["mul_shift"] = _zp(op, "shift")
-    if op.op in ("ARITHMETIC_RIGHT_SHIFT",):
+    if op.op == "ARITHMETIC_RIGHT_SHIFT":
         call.args["round"] = int(op.round)
     return call
 

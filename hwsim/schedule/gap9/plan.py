@@ -266,12 +266,12 @@ def _emit(works: list[Work], plan: Plan, params: dict, mram: dict, l1_base: int)
     em = Emitter()
     active = [w for w in works if not w.view]
     ready: dict[int, list] = {}
+    l1 = {name: l1_base + off for name, off in plan.l1.items()}
     for n, w in enumerate(active):
         i = em.layer = w.layer.index
         t = plan.tilings[i]
         consts, offsets, blocks = params[i]
         consts_at, block_at = mram[i]
-        l1 = {name: l1_base + off for name, off in plan.l1.items()}
         operands = {name: _operand(name, w, plan, l1, i) for name in w.inputs + [w.output]}
         spec = Blocks(consts=(consts_at, consts.size, l1[f"{i}:consts"]) if consts.size else (),
                       ready=tuple(ready.pop(i, ())),
@@ -287,7 +287,7 @@ def _emit(works: list[Work], plan: Plan, params: dict, mram: dict, l1_base: int)
 
         nxt = active[n + 1] if n + 1 < len(active) else None
 
-        def early(nxt=nxt, l1=l1):
+        def early(nxt=nxt):
             if nxt is None or nxt.layer.index not in plan.prefetch:
                 return
             j = nxt.layer.index

@@ -103,7 +103,7 @@ class Ne16Work(Work):
         ops = self.layer.ops
         tail = [op for op in ops[1:] if not cluster.is_identity_clamp(op)]
         return (len(tail) == 1 and tail[0].op == "RESCALE"
-                and tail[0].output.dtype.name == "int8")
+                and tail[0].output.dtype.name == "int8" and not tail[0].output_unsigned)
 
     def setup(self, mode: str, bits: int) -> None:
         self.ne16 = Ne16Layer(self.layer.ops, mode, bits, self.out_offset)
