@@ -8,6 +8,7 @@ NE16-native mode may differ by the rounding of its 8-bit scales (at most 1 LSB h
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from hwsim.errors import ScheduleError
 from hwsim.schedule import estimate
@@ -212,3 +213,49 @@ def test_batches_run_whole_or_tiled_by_batch():
                                                                          np.int32), "int32"))
     report = check(b.build(z), params={"l1_size": 8192})
     assert all("ne16" not in r.units for r in report.layers)
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_random_convolution_layers_are_exact(data):
+    draw = data.draw
+    kernel = draw(st.sampled_from([(1, 1), (3, 3), (3, 3), (2, 3), (5, 5)]))
+    depthwise = kernel == (3, 3) and draw(st.booleans())
+    stride = draw(st.sampled_from([(1, 1), (2, 2), (1, 2)]))
+    pad = tuple(draw(st.integers(0, min(2, k - 1))) for k in (kernel[0], kernel[0], kernel[1],
+                                                              kernel[1]))
+    channels = draw(st.integers(1, 32))
+    h = draw(st.integers(kernel[0], 11))
+    w = draw(st.integers(kernel[1], 11))
+    # TOSA needs the strided windows to divide exactly: trim the input to fit
+    h -= (h + pad[0] + pad[1] - kernel[0]) % stride[0]
+    w -= (w + pad[2] + pad[3] - kernel[1]) % stride[1]
+    graph = conv_graph((1, h, w, channels), draw(st.integers(1, 32)), kernel, stride, pad,
+                       depthwise, input_zp=draw(st.integers(-128, 127)),
+                       weight_zp=draw(st.sampled_from([0, 0, 5])))
+    l1 = draw(st.sampled_from([128 << 10, 40 << 10]))     # small: tiles through L2
+    check(graph, draw(st.sampled_from(["exact", "ne16"])), params={"l1_size": l1})
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_random_pools_and_chains_in_tiles_are_exact(data):
+    draw = data.draw
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    pad = (draw(st.integers(0, k[0] - 1)), draw(st.integers(0, k[0] - 1)),
+           draw(st.integers(0, k[1] - 1)), draw(st.integers(0, k[1] - 1)))
+    # input sizes that give whole windows: (out - 1) * stride + kernel - padding
+    h = (draw(st.integers(1, 14)) - 1) * s[0] + k[0] - pad[0] - pad[1]
+    w = (draw(st.integers(1, 5)) - 1) * s[1] + k[1] - pad[2] - pad[3]
+    assume(h >= 1 and w >= 1)
+    b = GraphBuilder("pool")
+    x = b.input((1, h, w, draw(st.integers(1, 24))), "int8")
+    if draw(st.booleans()):
+        y = b.avg_pool2d(x, k, s, pad, input_zp=draw(st.integers(-128, 127)), output_zp=3)
+    else:
+        y = b.max_pool2d(x, k, s, pad)
+    wide = b.rescale(y, draw(st.floats(0.01, 4.0)), "int32", input_zp=3)
+    z = b.rescale(b.sub(wide, b.const(np.full((1, 1, 1, 1), 7, np.int32), "int32")), 0.7,
+                  "int8", output_zp=draw(st.integers(-20, 20)))
+    check(b.build(z), params={"l1_size": draw(st.sampled_from([128 << 10, 4096]))})

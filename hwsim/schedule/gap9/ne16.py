@@ -1,7 +1,7 @@
 """CONV2D, DEPTHWISE_CONV2D and MATMUL on NE16: weights, normalisation and jobs.
 
-Which layers fit (``fit``): int8 input and weights, no dilation, batch 1; 3x3 filters at stride
-1 or 2x2 (depthwise with multiplier 1 too), 1x1 filters at stride 1 (linear mode for one output
+Which layers fit (``fit``): int8 input and weights, no dilation, batch 1, padding up to 2 above
+and left and 1 below and right; 3x3 filters at stride 1 or 2x2 (depthwise with multiplier 1 too), 1x1 filters at stride 1 (linear mode for one output
 pixel), MATMUL with a constant B. Everything else runs on the cluster.
 
 How TOSA maps onto NE16 (checked bit for bit against the reference model by the tests):
@@ -51,8 +51,12 @@ def fit(op) -> str | None:
         return None if x.dtype.name == "int8" else "MATMUL input is not int8"
     if x.dtype.name != "int8" or op.weight.dtype.name != "int8":
         return "NE16 takes int8 activations and weights"
-    if x.shape[0] != 1 or tuple(op.dilation) != (1, 1) or max(op.pad) > 2:
-        return "NE16 takes batch 1, no dilation, padding up to 2"
+    top, bottom, left, right = op.pad
+    if x.shape[0] != 1 or tuple(op.dilation) != (1, 1) or max(top, left) > 2 or \
+            max(bottom, right) > 1:
+        # PADDING.bottom/right apply to the last 3x3 patch only; a second padded row or column
+        # can fall in the patch before it
+        return "NE16 takes batch 1, no dilation, padding up to 2 above/left and 1 below/right"
     kh, kw = (op.weight.shape[0], op.weight.shape[1]) if op.op == "DEPTHWISE_CONV2D" else \
         (op.weight.shape[1], op.weight.shape[2])
     stride = tuple(op.stride)
