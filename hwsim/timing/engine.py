@@ -376,4 +376,8 @@ class Engine:
             unit.process._generator.close()
             unit.process = unit._work = unit._space = None
             unit.engine = None
+        for track in self._tracks.values():     # ops still on the scoreboard: drop their
+            for op in [track.writer, *track.readers, *track.parts]:    # closures (which may
+                if op is not None:                                  # hold the machine)
+                    op.execute = None
         self.observe = self.progress = None

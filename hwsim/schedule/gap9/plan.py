@@ -104,27 +104,28 @@ def _formats(works: list[Work], plan: Plan) -> None:
     for w in works:
         for name in w.inputs:
             readers.setdefault(plan.root_of[name], []).append((w, name))
-
-    def votes(root: str) -> int:
-        total = 0
-        for w, name in readers.get(root, []):
-            if w.view:
-                continue
-            if w.transparent:
-                total += votes(plan.root_of[w.output])
-            else:
-                pref = w.prefers_offset(name)
-                total += 0 if pref is None else (1 if pref else -1)
-        return total
-
     for w in works:
         root = plan.roots[plan.root_of[w.output]]
         if w.view or root.io:
             continue
         if w.transparent:
             root.offset = plan.roots[plan.root_of[w.inputs[0]]].offset
-        elif w.makes_offset() and votes(root.name) > 0:
+        elif w.makes_offset() and _votes(root.name, readers, plan) > 0:
             root.offset = 128
+
+
+def _votes(root: str, readers: dict, plan: Plan) -> int:
+    """Readers preferring offset-binary minus those preferring signed (through copies)."""
+    total = 0
+    for w, name in readers.get(root, []):
+        if w.view:
+            continue
+        if w.transparent:
+            total += _votes(plan.root_of[w.output], readers, plan)
+        else:
+            pref = w.prefers_offset(name)
+            total += 0 if pref is None else (1 if pref else -1)
+    return total
 
 
 # -- 3./4./5. residency, tiles, L1 addresses ----------------------------------------------------

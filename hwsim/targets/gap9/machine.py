@@ -125,16 +125,11 @@ class _Run:
         self.acquired = False
         self.kernels = 0
         self.writes: list[str] = []         # register writes not yet issued as an op
-        self.handlers = {prog.DmaCopy: self.dma, prog.DmaWait: self.dma_wait,
-                         prog.Ne16Acquire: self.acquire, prog.Ne16Write: self.write,
-                         prog.Ne16Commit: self.commit, prog.Ne16Status: self.status,
-                         prog.Ne16Wait: self.ne16_wait, prog.Kernel: self.kernel,
-                         prog.Barrier: self.barrier}
 
     def step(self, instr):
         if self.writes and type(instr) is not prog.Ne16Write:
             yield self.flush_writes()
-        yield from self.handlers[type(instr)](instr)
+        yield from HANDLERS[type(instr)](self, instr)
 
     def flush_writes(self) -> Op:
         names, self.writes = self.writes, []
@@ -235,6 +230,14 @@ class _Run:
     def barrier(self, b: prog.Barrier):
         reads = (f"kernel #{self.kernels - 1}",) if self.kernels else ()
         yield self.m._ctrl("barrier", self.t.barrier_cycles, reads=reads)
+
+
+# instruction -> _Run method (a class-level table: bound methods kept on the instance would make
+# a reference cycle through the machine and its run)
+HANDLERS = {prog.DmaCopy: _Run.dma, prog.DmaWait: _Run.dma_wait, prog.Ne16Acquire: _Run.acquire,
+            prog.Ne16Write: _Run.write, prog.Ne16Commit: _Run.commit,
+            prog.Ne16Status: _Run.status, prog.Ne16Wait: _Run.ne16_wait,
+            prog.Kernel: _Run.kernel, prog.Barrier: _Run.barrier}
 
 
 def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
