@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from hwsim.errors import ScheduleError
+from hwsim.errors import ConfigError, ScheduleError
 from hwsim.tosa.ir import Graph, Operator, Tensor
 
 
@@ -159,10 +159,10 @@ class Lowering:
                 numerics: bool = True) -> Options:
         mode = mode or self.modes[0]
         if mode not in self.modes:
-            raise ScheduleError(f"{self.target}: numeric mode {mode!r}; expected one of "
-                                f"{', '.join(self.modes)}")
+            raise ConfigError(f"{self.target}: numeric mode {mode!r}; expected one of "
+                              f"{', '.join(self.modes)}")
         if not 2 <= int(weight_bits) <= 8:
-            raise ScheduleError(f"weight bits: expected 2..8, found {weight_bits}")
+            raise ConfigError(f"weight bits: expected 2..8, found {weight_bits}")
         return Options(mode, int(weight_bits), dict(params or {}), numerics)
 
     def unsupported(self, op: Operator, options: Options) -> str | None:
