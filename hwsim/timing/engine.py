@@ -41,7 +41,7 @@ from __future__ import annotations
 import gc
 import heapq
 import math
-from collections import deque
+from collections import defaultdict, deque
 from typing import Callable, Iterable, Iterator
 
 import simpy
@@ -219,6 +219,18 @@ class _Track:
         self.parts: list[Op] = []
 
 
+def _unfinished(op: Op | None, now: int) -> bool:
+    """``op`` exists and its results are not ready by ``now``."""
+    return op is not None and (op.ready_at is None or op.ready_at > now)
+
+
+def _after_readers(track: _Track, op: Op, resource, deps: list) -> None:
+    """A write waits (WAR) for the readers since the last write that have not started."""
+    for reader in track.readers:
+        if reader is not op and reader.started_at is None:
+            deps.append((reader, False, resource))
+
+
 class Engine:
     """A simpy environment with named units and ports and a scoreboard of resources."""
 
@@ -228,7 +240,7 @@ class Engine:
         self.record = record
         self.units: dict[str, Unit] = {}
         self.ports: dict[str, Port] = {}
-        self._tracks: dict = {}   # resource -> _Track
+        self._tracks: defaultdict = defaultdict(_Track)   # resource -> _Track
         self.issued = 0
         self.progress: Callable[[int, int], None] | None = None
         self._commits: list = []  # heap of (ready, sequence, commit)
@@ -280,46 +292,30 @@ class Engine:
         if self.observe is not None:
             self.observe(op)
         for resource in op.reads:
-            track = tracks.get(resource)
-            if track is None:
-                track = tracks[resource] = _Track()
-            writer = track.writer
-            if writer is not None and (writer.ready_at is None or writer.ready_at > now):
-                deps.append((writer, True, resource))
-            for part in track.parts:
-                deps.append((part, True, resource))
+            track = tracks[resource]
+            if _unfinished(track.writer, now):
+                deps.append((track.writer, True, resource))
+            if track.parts:
+                deps.extend((part, True, resource) for part in track.parts)
             readers = track.readers
             if len(readers) >= 64:  # readers that started no longer hold a writer back
                 readers[:] = [r for r in readers if r.started_at is None]
             readers.append(op)
         for resource in op.parts:
-            track = tracks.get(resource)
-            if track is None:
-                track = tracks[resource] = _Track()
-            writer = track.writer
-            if writer is not None and (writer.ready_at is None or writer.ready_at > now):
-                deps.append((writer, True, resource))
-            for reader in track.readers:
-                if reader is not op and reader.started_at is None:
-                    deps.append((reader, False, resource))
+            track = tracks[resource]
+            if _unfinished(track.writer, now):
+                deps.append((track.writer, True, resource))
+            _after_readers(track, op, resource, deps)
             track.parts.append(op)
         for resource in op.writes:
-            track = tracks.get(resource)
-            if track is None:
-                track = tracks[resource] = _Track()
-            writer = track.writer
-            if writer is not None and writer is not op and (
-                    writer.ready_at is None or writer.ready_at > now):
-                deps.append((writer, True, resource))
+            track = tracks[resource]
+            if track.writer is not op and _unfinished(track.writer, now):
+                deps.append((track.writer, True, resource))
             if track.parts:
-                for part in track.parts:
-                    deps.append((part, True, resource))
+                deps.extend((part, True, resource) for part in track.parts)
                 track.parts = []
-            if track.readers:
-                for reader in track.readers:
-                    if reader is not op and reader.started_at is None:
-                        deps.append((reader, False, resource))
-                track.readers = []
+            _after_readers(track, op, resource, deps)
+            track.readers = []
             track.writer = op
         unit = op.unit
         unit.queue.append(op)
