@@ -372,8 +372,9 @@ class Engine:
             unit.process._generator.close()
             unit.process = unit._work = unit._space = None
             unit.engine = None
-        for track in self._tracks.values():     # ops still on the scoreboard: drop their
-            for op in [track.writer, *track.readers, *track.parts]:    # closures (which may
-                if op is not None:                                  # hold the machine)
+        # ops still on the scoreboard drop their closures, which may hold the machine
+        for track in self._tracks.values():
+            for op in [track.writer, *track.readers, *track.parts]:
+                if op is not None:
                     op.execute = None
         self.observe = self.progress = None
