@@ -28,7 +28,7 @@ against the TOSA reference and reports.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
@@ -215,12 +215,3 @@ def group(graph: Graph, merge: Callable[[list, Operator], bool]) -> list[Layer]:
     order = {id(op): i for i, op in enumerate(graph)}
     roots.sort(key=lambda ops: order[id(ops[-1])])
     return [Layer(i, sorted(ops, key=lambda op: order[id(op)])) for i, ops in enumerate(roots)]
-
-
-def consumers(layers: Iterable[Layer]) -> dict[str, list[int]]:
-    """Tensor name -> indices of the layers that read it."""
-    users: dict[str, list[int]] = {}
-    for layer in layers:
-        for t in layer.inputs:
-            users.setdefault(t.name, []).append(layer.index)
-    return users

@@ -27,7 +27,6 @@ How TOSA maps onto NE16 (checked bit for bit against the reference model by the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

@@ -206,16 +206,6 @@ def _bits_to_values(planes: np.ndarray) -> np.ndarray:
     return out
 
 
-def stored_weights(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
-    """Unsigned weights as the streamer reads them.
-
-    3x3 / 1x1: [KO*32, KI, taps, channels]; depthwise: [KO*16, 9]; linear: [KO*32, KI*256].
-    Channels of output subtiles past their remainder read as zero (they are not fetched).
-    """
-    gather = _PLANS.get_or(("weights", job.signature), lambda: _weight_plan(job))
-    return _weight_values(job, gather.read(l1, job.reg("WEIGHTS_PTR"), "weights", job))
-
-
 def _weight_plan(job: Ne16Job) -> _Gather:
     qw, d0, d1 = job.weight_bits, job.reg("WEIGHTS_D0_STRIDE"), job.reg("WEIGHTS_D1_STRIDE")
     tp = job.tp_out
@@ -242,6 +232,11 @@ def _weight_plan(job: Ne16Job) -> _Gather:
 
 
 def _weight_values(job: Ne16Job, raw: np.ndarray) -> np.ndarray:
+    """Unsigned weights from the bytes the streamer reads (``_weight_plan``).
+
+    3x3 / 1x1: [KO*32, KI, taps, channels]; depthwise: [KO*16, 9]; linear: [KO*32, KI*256].
+    Channels of output subtiles past their remainder read as zero (they are not fetched).
+    """
     tp = job.tp_out
     if job.depthwise:                                                 # [KO, qw, 9, 2]
         valid = (np.arange(job.nb_ko * tp) % tp) < np.repeat(
