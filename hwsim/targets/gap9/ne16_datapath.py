@@ -98,18 +98,23 @@ def _fetch(space: AddressSpace, addr: np.ndarray, what: str, job: Ne16Job) -> np
 
 
 class _Plans(dict):
-    """Per-signature results, bounded (cleared when full)."""
+    """Per-signature results, bounded (cleared when ``limit`` entries are held)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
 
     def get_or(self, key, make):
         found = self.get(key)
         if found is None:
-            if len(self) >= 2048:
+            if len(self) >= self.limit:
                 self.clear()
             found = self[key] = make()
         return found
 
 
-_PLANS = _Plans()
+_PLANS = _Plans(2048)
+_WEIGHTS = _Plans(64)        # effective weights by their bytes: a few layers' worth
 
 
 @dataclass(frozen=True)
@@ -270,8 +275,8 @@ def _effective(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
     """``effective_weights`` of the weights in L1, reused while their bytes are unchanged."""
     gather = _PLANS.get_or(("weights", job.signature), lambda: _weight_plan(job))
     raw = gather.read(l1, job.reg("WEIGHTS_PTR"), "weights", job)
-    return _PLANS.get_or(("effective", job.signature, raw.tobytes()),
-                         lambda: effective_weights(job, _weight_values(job, raw)))
+    return _WEIGHTS.get_or((job.signature, raw.tobytes()),
+                           lambda: effective_weights(job, _weight_values(job, raw)))
 
 
 def _as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
