@@ -25,7 +25,8 @@ from hwsim.schedule.report import LayerRow, Report
 from hwsim.tosa.ir import Graph
 
 # target -> "module:class" of its lowering (one line per machine)
-LOWERINGS = {"gap9": "hwsim.schedule.gap9:Gap9Lowering"}
+LOWERINGS = {"gap9": "hwsim.schedule.gap9:Gap9Lowering",
+             "sme": "hwsim.schedule.sme:SmeLowering"}
 
 
 def lowering(target: str) -> Lowering:
@@ -44,14 +45,16 @@ def _graph(model) -> tuple[Graph, str]:
 
 
 def _inputs(graph: Graph, inputs) -> dict:
-    """Graph input name -> int array: given (an array, a list, a dict, a .npy path) or a
-    deterministic random sample."""
+    """Graph input name -> array: given (an array, a list, a dict, a .npy path) or a
+    deterministic random sample (uniform in the int type's range, or in [-1, 1) for floats)."""
     from hwsim.tosa.models import sample_input
     from hwsim.tosa.reference import graph_inputs
     if inputs is None:
+        rngs = [np.random.default_rng(i) for i in range(len(graph.inputs))]
         inputs = [sample_input(graph)] if len(graph.inputs) == 1 else [
-            np.random.default_rng(i).integers(t.dtype.min, t.dtype.max + 1, t.shape)
-            for i, t in enumerate(graph.inputs)]
+            rng.uniform(-1, 1, t.shape).astype(t.dtype.np) if t.dtype.is_float else
+            rng.integers(t.dtype.min, t.dtype.max + 1, t.shape)
+            for rng, t in zip(rngs, graph.inputs)]
     elif isinstance(inputs, (str, Path)):
         inputs = np.load(inputs)
     arrays = graph_inputs(graph, inputs)
@@ -86,7 +89,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     layers, lowered program)."""
     graph, name = _graph(model)
     low = lowering(target)
-    options = low.options(mode, weight_bits, params, numerics)
+    options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
     machine, run_params = _machine(low, options.params)
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)
@@ -129,7 +132,7 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     wall["attribute"] = time.perf_counter() - start
     if check:
         start = time.perf_counter()
-        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds)
+        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds, low, options)
         for row in rows:
             row.verdict = verdicts.layers[row.index]
         report.output_verdicts = verdicts.outputs
@@ -151,13 +154,13 @@ def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
                   name: str | None = None) -> Path:
     """Write the lowered program as a trace ``hwsim run`` accepts: the parameters, the memory
     image and inputs as ``.load`` data files beside it, the instructions with a comment at each
-    layer, and in exact mode ``.expect`` lines with the reference model's outputs."""
+    layer, and in a bit-exact mode ``.expect`` lines with the reference model's outputs."""
     from hwsim.schedule.trace import write_trace
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params)
     feeds = _inputs(graph, inputs)
     expected = None
-    if options.mode == "exact":
+    if low.bit_exact(options.mode):
         from hwsim.tosa.reference import run_graph
         expected = run_graph(graph, [feeds[t.name] for t in graph.inputs])
     return write_trace(Path(path), low, options, name or model_name, layers, lowered, feeds,

@@ -4,8 +4,8 @@
 ``estimate`` lowers a model onto a machine, runs it once and prints (or writes) the per-layer
 report; ``--check`` adds each layer's verdict against the TOSA reference, ``--plot`` a figure,
 ``--timeline`` a Perfetto trace with a track of layers. ``compile`` writes the lowered program
-as a trace. Exit status as ``hwsim run``: with ``--check`` in exact mode, 1 when a layer or an
-output is not bit-exact.
+as a trace. Exit status as ``hwsim run``: with ``--check`` in a bit-exact mode (GAP9 exact, SME
+int8), 1 when a layer or an output is not bit-exact.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help=".tflite, .tosa, .mlir or .mlirbc")
     p.add_argument("--target", default="gap9", metavar="NAME", help="machine (default gap9)")
     p.add_argument("--mode", metavar="MODE",
-                   help="numeric mode: exact (default; bit-exact) or ne16 (NE16-native "
-                        "requantisation)")
+                   help="numeric mode: gap9 exact (default; bit-exact) or ne16 (NE16-native "
+                        "requantisation); sme fp32, bf16-widening, bf16 (float graphs, fp32 "
+                        "default) or int8 (int8 graphs)")
     p.add_argument("--weight-bits", type=int, default=8, metavar="N",
                    help="requantise weights to N bits (2..8) for timing studies")
     p.add_argument("--param", metavar="KEY=VALUE", action="append",
@@ -103,7 +104,8 @@ def cmd_estimate(args) -> int:
         plot(report, args.plot)
     print(f"wall time: {sum(report.wall.values()):.3f} s ("
           + ", ".join(f"{k} {v:.3f}" for k, v in report.wall.items()) + ")", file=sys.stderr)
-    failed = args.check and report.mode == "exact" and (
+    from hwsim.schedule import lowering
+    failed = args.check and lowering(report.target).bit_exact(report.mode) and (
         any(r.verdict.status != "exact" for r in report.layers)
         or any(v.status != "exact" for v in report.output_verdicts.values()))
     return 1 if failed else 0

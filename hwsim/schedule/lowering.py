@@ -18,7 +18,12 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
 * ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
 * ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
   (bytes/cycle) by name, for the roofline plot;
-* ``machine_params``: parameter values its programs are meant to run with (overridable).
+* ``machine_params``: parameter values its programs are meant to run with (overridable);
+* optionally ``default_mode(graph)`` (the mode when none is given; default: the first),
+  ``bit_exact(mode)`` (whether that mode must match the reference bit for bit; default: the
+  mode named ``exact``) and ``judge(layer, sim, golden, feeds, options)`` (a layer's verdict;
+  the default applies the TOSA rule of its last operator, with the fp64 reference and bound of
+  a one-operator float layer).
 
 The scheduler (``hwsim.schedule``) does the rest the same way for every machine: it runs the
 program once, attributes time and bytes to layers from the engine's logs, checks each layer
@@ -83,9 +88,9 @@ class Layer:
         return list(seen.values())
 
 
-# storage of TOSA integer types in memory (little-endian)
+# storage of TOSA types in memory (little-endian)
 STORAGE = {"int8": np.dtype("i1"), "int16": np.dtype("<i2"), "int32": np.dtype("<i4"),
-           "uint8": np.dtype("u1"), "uint16": np.dtype("<u2")}
+           "uint8": np.dtype("u1"), "uint16": np.dtype("<u2"), "fp32": np.dtype("<f4")}
 
 
 @dataclass(frozen=True)
@@ -109,10 +114,15 @@ class Placement:
         return int(np.prod(self.shape, dtype=np.int64)) * self.raw_dtype.itemsize
 
     def encode(self, values: np.ndarray) -> np.ndarray:
+        if self.raw_dtype.kind == "f":
+            return np.asarray(values, self.raw_dtype)
         return (np.asarray(values, np.int64) + self.offset).astype(self.raw_dtype)
 
     def decode(self, raw: np.ndarray) -> np.ndarray:
-        values = np.asarray(raw, np.uint8).view(self.raw_dtype).astype(np.int64) - self.offset
+        raw = np.asarray(raw, np.uint8).view(self.raw_dtype)
+        if self.raw_dtype.kind == "f":
+            return raw.astype(STORAGE[self.dtype]).reshape(self.shape)
+        values = raw.astype(np.int64) - self.offset
         return values.astype(STORAGE[self.dtype]).reshape(self.shape)
 
     def reshaped(self, shape: tuple) -> "Placement":
@@ -179,6 +189,26 @@ class Lowering:
 
     def roofs(self, params) -> dict:
         raise NotImplementedError
+
+    def default_mode(self, graph: Graph) -> str:
+        return self.modes[0]
+
+    def bit_exact(self, mode: str) -> bool:
+        return mode == "exact"
+
+    def judge(self, layer: Layer, sim: np.ndarray, golden: np.ndarray, feeds: dict,
+              options: Options):
+        """The verdict on a layer's simulated output given its golden and inputs."""
+        from hwsim.tosa.judge import judge, statistics
+        op = layer.ops[-1]
+        ref64 = bnd64 = None
+        out = op.output.dtype
+        if out.is_float and len(layer.ops) == 1 and statistics(sim, golden, out)[0] != sim.size:
+            from hwsim.tosa.reference import reference_fp64
+            single = Graph([op], list(dict.fromkeys(t for t in op.inputs if not t.is_const)),
+                           op.outputs)
+            ref64, bnd64 = reference_fp64(single, op, feeds)
+        return judge(op, sim, golden, ref64=ref64, bnd64=bnd64, x=feeds.get(op.inputs[0].name))
 
     def layers(self, graph: Graph, options: Options) -> list[Layer]:
         """Check every operator, then fuse: a ``ScheduleError`` names the first operator the

@@ -143,7 +143,7 @@ class Report:
             if r.verdict is not None:
                 v = r.verdict
                 line += f"  {v.status}" + ("" if v.status == "exact" else
-                                          f" (max {v.max_err:g} LSB, {v.exact}/{v.count})")
+                                          f" (max {v.max_err:g} {v.unit}, {v.exact}/{v.count})")
             lines.append(line)
         lines += self._footer()
         return "\n".join(lines) + "\n"
@@ -161,8 +161,10 @@ class Report:
                          f"peak {t['peak_gb_per_s']:.3f} GB/s")
         for name, v in self.output_verdicts.items():
             lines.append(f"output {name} vs the whole-graph reference: {v.status} "
-                         f"({v.exact}/{v.count} bit-exact, max {v.max_err:g} LSB)")
+                         f"({v.exact}/{v.count} bit-exact, max {v.max_err:g} {v.unit})")
         for r in self.layers:
             for note in r.notes:
                 lines.append(f"note: layer {r.index}: {note}")
+            if r.verdict is not None and r.verdict.status != "exact" and r.verdict.detail:
+                lines.append(f"check: layer {r.index}: {r.verdict.check}: {r.verdict.detail}")
         return lines

@@ -179,6 +179,7 @@ def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
             return Spans(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0))
         data = np.asarray([(e[0], e[1]) for e in entries], np.int64)
         rows = np.stack([data[:, 0], data[:, 0] + np.maximum(data[:, 1], 0)], axis=1)
+        rows = np.minimum(rows, result.cycles)   # a transfer may outlast the last op
         index = np.asarray([-1 if t is None else t for t in tags], np.int64)
         amounts = None if amount is None else np.asarray([e[2] for e in entries], float)
         return Spans(rows, layer_of[index], amounts)

@@ -1,7 +1,8 @@
 """The scheduler's machines as targets of the conformance system under test
 (``hwsim.tosa.sut``): ``--sut-module-args hwsim.tosa.sut:target=gap9`` runs each operator test
-through the GAP9 lowering in exact mode (tests of operators it does not lower are skipped;
-a lowering that rejects a test's types or shapes reports why)."""
+through that machine's lowering in its default mode for the graph (GAP9: exact; SME: int8 or
+fp32 by the graph's types). Tests of operators it does not lower are skipped; a lowering that
+rejects a test's types or shapes reports why."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hwsim.tosa.sut import register_target
 
 def _runner(target: str):
     def run(graph, inputs):
-        report = estimate(graph, target, mode="exact", inputs=list(inputs))
+        report = estimate(graph, target, inputs=list(inputs))
         return report.outputs
     return run
 

@@ -2,7 +2,7 @@
 
 Beside ``NAME.trace`` go its data files: ``NAME.SPACE.bin`` with the memory image (constants),
 ``NAME.INPUT.npy`` with each graph input as stored, and ``NAME.OUTPUT.expect.npy`` with the
-reference model's outputs when they are given (exact mode), checked by ``.expect``. The trace
+reference model's outputs when they are given (bit-exact modes), checked by ``.expect``. The trace
 sets the parameters the program was lowered with, so that it runs with the same cycles as the
 estimate it came from.
 """
@@ -58,7 +58,7 @@ def write_trace(path: Path, low, options, model: str, layers: list, lowered, fee
     tail = []
     for tensor, place in lowered.outputs.items():
         if expected is None:
-            tail.append(f"// {tensor}: no .expect (only exact mode matches the reference)")
+            tail.append(f"// {tensor}: no .expect (only bit-exact modes match the reference)")
             continue
         name = _file(stem, f"{tensor}.expect.npy")
         _npy(folder / name, place.encode(expected[tensor]))

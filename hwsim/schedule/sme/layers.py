@@ -114,7 +114,7 @@ class Emitter:
         self.program.append(VecOp(name, {k: v for k, v in args.items() if v is not None}))
 
 
-def _reshape(ref: TensorRef, shape) -> TensorRef:
+def reshaped(ref: TensorRef, shape) -> TensorRef:
     return TensorRef(ref.addr, ref.dtype, tuple(shape))
 
 
@@ -128,42 +128,70 @@ class DotPlan:
     k: int
     group: int
     weights: list            # per group (or one): [rows, k] weight matrices
-    bias: np.ndarray | None  # per output channel, before the zero-point correction
+    bias: np.ndarray | None  # per output channel (MATMUL: none), before the zero-point fold
     pack: dict               # arguments of the activation ``vec pack``
     zp: int
 
 
+def dot_unsupported(op: Operator) -> str | None:
+    """Why a dot product cannot be lowered (None if it can)."""
+    x = op.inputs[0]
+    int8 = x.dtype.name == "int8"
+    if x.dtype.is_int and not int8:
+        return f"{x.dtype.name} operands (only int8 and fp32 dot products are lowered)"
+    if op.op == "MATMUL":
+        if x.shape[0] != 1:
+            return f"batch {x.shape[0]} (only batch 1 is lowered)"
+        if int8 and int(op.scalar("B_zp")) != 0:
+            return "B_zp != 0"
+        if int8 and not op.inputs[1].is_const and int(op.scalar("A_zp")) not in (0, -128):
+            return "A_zp other than 0 or -128 with a non-constant B (needs B's row sums)"
+        return None
+    if not op.weight.is_const or not op.bias.is_const:
+        return "non-constant weights or bias"
+    if int8 and int(op.scalar("weight_zp")) != 0:
+        return "weight_zp != 0"
+    if op.op == "DEPTHWISE_CONV2D" and op.weight.shape[3] != 1:
+        return f"channel multiplier {op.weight.shape[3]} (only 1 is lowered)"
+    return None
+
+
 def dot_plan(op: Operator, mode: Mode, svl_bytes: int) -> DotPlan:
+    reason = dot_unsupported(op)
+    if reason:
+        raise ScheduleError(f"{op.op}[{op.name}]: cannot run on sme: {reason}")
     dim = svl_bytes // mode.tile_bytes
     x = op.inputs[0]
     if op.op == "MATMUL":
         b = op.inputs[1]
-        if x.shape[0] != 1:
-            raise ScheduleError(f"MATMUL[{op.name}]: batch {x.shape[0]} > 1 is not lowered")
         zp = int(op.scalar("A_zp")) if x.dtype.name == "int8" else 0
-        if x.dtype.name == "int8" and int(op.scalar("B_zp")) != 0:
-            raise ScheduleError(f"MATMUL[{op.name}]: B_zp != 0 is not lowered")
         weights = [b.data[0].T] if b.is_const else []
         return DotPlan(x.shape[1], b.shape[2], x.shape[2], 0, weights, None, {}, zp)
     w, out = op.weight.data, op.output.shape
     m = out[0] * out[1] * out[2]
     zp = int(op.scalar("input_zp")) if x.dtype.name == "int8" else 0
-    if x.dtype.name == "int8" and int(op.scalar("weight_zp")) != 0:
-        raise ScheduleError(f"{op.op}[{op.name}]: weight_zp != 0 is not lowered")
     conv = {"kernel": None, "stride": tuple(op.stride), "pad": tuple(op.pad),
             "dilation": tuple(op.dilation)}
-    bias = op.bias.data.reshape(-1) if op.bias.is_const else None
+    bias = op.bias.data.reshape(-1)
     if op.op == "CONV2D":
         conv["kernel"] = (w.shape[1], w.shape[2])
         return DotPlan(m, w.shape[0], int(np.prod(w.shape[1:])), 0,
                        [w.reshape(w.shape[0], -1)], bias, conv, zp)
-    if w.shape[3] != 1:
-        raise ScheduleError(f"DEPTHWISE_CONV2D[{op.name}]: channel multiplier {w.shape[3]} "
-                            "> 1 is not lowered")
     conv["kernel"] = (w.shape[0], w.shape[1])
     taps = layouts.padded(w.shape[0] * w.shape[1], mode.depth)
     return DotPlan(m, w.shape[2], dim * taps, dim, layouts.depthwise_weights(w, dim, taps),
                    bias, conv, zp)
+
+
+def gemm_note(op: Operator, gemm: Gemm) -> str:
+    """What the layer's GEMM is, for the report."""
+    parts = [f"GEMM {gemm.m}x{gemm.n}x{gemm.k} ({gemm.mode.name}"]
+    if gemm.unsigned:
+        parts.append("SUMOPA on activations offset to unsigned")
+    if gemm.group:
+        parts.append(f"{gemm.groups} block-diagonal groups of {gemm.group} channels: "
+                     f"1/{gemm.group} of the outer-product MACs are useful")
+    return ", ".join(parts) + ")"
 
 
 def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
@@ -186,7 +214,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
     x_panels = e.scratch("u8" if unsigned else mode.src, (x_count,))
     pack = {"rows": probe.dim, "vectors": PIXEL_TILES, "depth": mode.depth}
     if op.op == "MATMUL":
-        a = _reshape(x, (1, plan.m, 1, plan.k))
+        a = reshaped(x, (1, plan.m, 1, plan.k))
         e.vec("pack", **{"in": a, "out": x_panels}, **pack, offset=-128 if unsigned else None,
               fill=None)
         w_panels = _matmul_weights(e, op, plan, probe, refs)
@@ -301,11 +329,12 @@ def lower_vector(e: Emitter, op: Operator, refs: dict) -> None:
     e.vec(name, **args, out=refs[op.output.name])
 
 
-def lower(e: Emitter, op: Operator, refs: dict) -> None:
-    """``op`` as program items appended to ``e`` (tensors placed by ``refs``)."""
+def lower(e: Emitter, op: Operator, refs: dict) -> Gemm | None:
+    """``op`` as program items appended to ``e`` (tensors placed by ``refs``); its GEMM if it
+    is a dot product."""
     if op.op in DOT_OPS:
-        lower_dot(e, op, refs)
-    elif op.op in VECTOR_OPS:
-        lower_vector(e, op, refs)
-    else:
+        return lower_dot(e, op, refs)
+    if op.op not in VECTOR_OPS:
         raise ScheduleError(f"{op.op}[{op.name}]: the sme lowering has no {op.op}")
+    lower_vector(e, op, refs)
+    return None

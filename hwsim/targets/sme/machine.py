@@ -40,6 +40,7 @@ class SmeMachine(Machine):
     name = "sme"
     description = "Arm SME: ZA tiles and outer products (defaults: Apple M4 P-cluster SME unit)"
     PARAMS = PARAMS
+    _used: set = frozenset()      # datapaths of the last run's outer products
 
     def make_state(self) -> None:
         self.state = SmeState(self.params.svl, self.params.mem_size)
@@ -52,15 +53,27 @@ class SmeMachine(Machine):
                 program.append(vector.bind(sme_vector.parse_line(text, loc), self.state.mem))
             else:
                 program += sme.parse_line(text, loc)
+        self._check_modes(program)
         return program
 
+    def run(self, trace, *args, **kwargs):
+        """As ``Machine.run``; a program list is decoded and checked before anything runs."""
+        if isinstance(trace, list):
+            trace = [self._instruction(item) for item in trace]
+            self._check_modes(trace)
+        return super().run(trace, *args, **kwargs)
+
     def peak_macs_per_cycle(self) -> float:
-        return float(max(getattr(self.timing, f"{p}_macs_per_cycle") for p in DATAPATHS))
+        """The fastest datapath the last run used (all of them before any run)."""
+        paths = self._used or DATAPATHS
+        return float(max(getattr(self.timing, f"{p}_macs_per_cycle") for p in paths))
 
     # -- one run ---------------------------------------------------------------------------------
     def build(self, engine: Engine) -> None:
         t = self.timing
+        self.engine = engine
         depth = t.queue_depth
+        self._used = set()
         self.units = {"mx": engine.unit("mx", depth, peak_macs=self.peak_macs_per_cycle()),
                       "ls": engine.unit("ls", depth, in_flight=t.mem_in_flight),
                       "ctl": engine.unit("ctl", depth), "vec": engine.unit("vec", depth)}
@@ -82,9 +95,7 @@ class SmeMachine(Machine):
         self._controls: dict[int, object] = {}
         self._recipes: dict[int, Recipe] = {}
 
-    def ops(self, program: list) -> Iterator[Op]:
-        program = [self._instruction(item) for item in program]
-        self._check_modes(program)
+    def ops(self, program) -> Iterator[Op]:
         units, recipes = self.units, self._recipes
         for ins in program:
             if isinstance(ins, vector.Bound):
@@ -145,6 +156,9 @@ class SmeMachine(Machine):
     def switch(self, path: str) -> bool:
         """Whether the matrix unit changes datapath (which costs ``mopa_switch_cycles``)."""
         changed = self._last_path is not None and path != self._last_path
+        if changed or self._last_path is None:
+            self._used.add(path)      # utilisation is against the datapaths in use
+            self.units["mx"].peak_macs = self.peak_macs_per_cycle()
         self._last_path = path
         return changed
 

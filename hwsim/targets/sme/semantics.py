@@ -108,7 +108,8 @@ def mopa(m, ins: Instruction) -> Recipe:
             kernels.mopa_dot2(za, t, tsize, zn, zm, pn, pm, neg, mode, m.controls())
 
     def run():
-        compute()
+        if m.engine.numerics:
+            compute()
         return switched if m.switch(path) else steady
     # FPCR is not a resource here: MSR FPCR writes every ZA group instead (it is rare), so that
     # an outer product after it waits for it and one before it runs first

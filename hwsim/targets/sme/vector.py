@@ -468,13 +468,15 @@ def bind(op: VecOp, space) -> Bound:
 
 
 def execute(bound: Bound, machine) -> Work:
-    """Run ``bound`` now: read its inputs, compute, cost; its outputs land when it ends."""
+    """Run ``bound`` now: read its inputs, compute (unless the run is timing only), cost; its
+    outputs land when it ends."""
     space, t = machine.state.mem, machine.timing
-    values = {n: read(space, r) for n, r in bound.tensors.items()
-              if bound.routine.args[n].kind == "in"}
-    with np.errstate(all="ignore"):
-        outputs = bound.routine.run(values, bound.attrs, bound.tensors)
     routine, tensors, attrs = bound.routine, bound.tensors, bound.attrs
+    outputs = {}
+    if machine.engine.numerics:
+        values = {n: read(space, r) for n, r in tensors.items() if routine.args[n].kind == "in"}
+        with np.errstate(all="ignore"):
+            outputs = routine.run(values, attrs, tensors)
     vectors = routine.work(tensors, attrs, machine.state.svl_bytes)
     ops = routine.ops(tensors, attrs) if callable(routine.ops) else routine.ops
     alu = getattr(t, ops) if ops else 0
@@ -482,11 +484,10 @@ def execute(bound: Bound, machine) -> Work:
     loaded = routine.loads(tensors, attrs) if routine.loads else sum(
         r.nbytes for n, r in tensors.items() if routine.args[n].kind == "in")
     stored = sum(r.nbytes for n, r in tensors.items() if routine.args[n].kind == "out")
-    data = {n: encode(np.asarray(v).reshape(-1), bound.tensors[n].dtype)
-            for n, v in outputs.items()}
+    data = {n: encode(np.asarray(v).reshape(-1), tensors[n].dtype) for n, v in outputs.items()}
 
     def commit() -> None:
         for name, raw in data.items():
-            space.store(bound.tensors[name].addr, raw)
+            space.store(tensors[name].addr, raw)
     return Work(cycles, max(0, t.ssve_latency_cycles - t.ssve_cycles_per_op),
-                machine.vector_transfers(loaded, stored), commit=commit)
+                machine.vector_transfers(loaded, stored), commit=commit if data else None)
