@@ -140,20 +140,35 @@ def dot_unsupported(op: Operator) -> str | None:
     if x.dtype.is_int and not int8:
         return f"{x.dtype.name} operands (only int8 and fp32 dot products are lowered)"
     if op.op == "MATMUL":
+        b = op.inputs[1]
         if x.shape[0] != 1:
             return f"batch {x.shape[0]} (only batch 1 is lowered)"
-        if int8 and int(op.scalar("B_zp")) != 0:
-            return "B_zp != 0"
-        if int8 and not op.inputs[1].is_const and int(op.scalar("A_zp")) not in (0, -128):
+        if int8 and not b.is_const and int(op.scalar("A_zp")) not in (0, -128):
             return "A_zp other than 0 or -128 with a non-constant B (needs B's row sums)"
-        return None
+        if int8 and not b.is_const and int(op.scalar("B_zp")):
+            return "B_zp != 0 with a non-constant B"
+        return _weight_zp(op, "B_zp") if int8 and b.is_const else None
     if not op.weight.is_const or not op.bias.is_const:
         return "non-constant weights or bias"
-    if int8 and int(op.scalar("weight_zp")) != 0:
-        return "weight_zp != 0"
     if op.op == "DEPTHWISE_CONV2D" and op.weight.shape[3] != 1:
         return f"channel multiplier {op.weight.shape[3]} (only 1 is lowered)"
+    return _weight_zp(op, "weight_zp") if int8 else None
+
+
+def _weight_zp(op: Operator, role: str) -> str | None:
+    """The weights' zero point is subtracted at compile time: the result must stay int8."""
+    w = op.inputs[1].data.astype(np.int64) - int(op.scalar(role))
+    if w.min() < -128 or w.max() > 127:
+        return f"{role} {int(op.scalar(role))}: weights - {role} span {w.min()}..{w.max()}, " \
+               "outside int8 (SMOPA takes int8 weights)"
     return None
+
+
+def _weights(op: Operator, role: str) -> np.ndarray:
+    """Constant weights with their zero point (int8) subtracted."""
+    data = op.inputs[1].data
+    return data.astype(np.int64) - int(op.scalar(role)) if op.inputs[0].dtype.name == "int8" \
+        else data
 
 
 def dot_plan(op: Operator, mode: Mode, svl_bytes: int) -> DotPlan:
@@ -165,9 +180,9 @@ def dot_plan(op: Operator, mode: Mode, svl_bytes: int) -> DotPlan:
     if op.op == "MATMUL":
         b = op.inputs[1]
         zp = int(op.scalar("A_zp")) if x.dtype.name == "int8" else 0
-        weights = [b.data[0].T] if b.is_const else []
+        weights = [_weights(op, "B_zp")[0].T] if b.is_const else []
         return DotPlan(x.shape[1], b.shape[2], x.shape[2], 0, weights, None, {}, zp)
-    w, out = op.weight.data, op.output.shape
+    w, out = _weights(op, "weight_zp"), op.output.shape
     m = out[0] * out[1] * out[2]
     zp = int(op.scalar("input_zp")) if x.dtype.name == "int8" else 0
     conv = {"kernel": None, "stride": tuple(op.stride), "pad": tuple(op.pad),
@@ -224,7 +239,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
               offset=-128 if unsigned else None)
         w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel())
                                           for w in plan.weights]), mode.src)
-    bias = plan.bias if plan.bias is not None else np.zeros(plan.n)
+    bias = np.broadcast_to(plan.bias if plan.bias is not None else 0, (plan.n,))  # [1]: all
     if quantized:
         bias = bias.astype(np.int64) + correction
     direct = not np.any(bias) and mode.acc == out.dtype
@@ -262,9 +277,16 @@ def _binary(name):
 
 
 def _rescale(e, op, ref):
+    """An unsigned side's zero point is read zero-extended (the spec's 0..255 for an
+    ``output_unsigned`` int8)."""
+    in_zp, out_zp = int(op.scalar("input_zp")), int(op.scalar("output_zp"))
+    if op.input_unsigned:
+        in_zp &= (1 << op.inputs[0].dtype.bits) - 1
+    if op.output_unsigned:
+        out_zp &= (1 << op.output.dtype.bits) - 1
     return "rescale", {"in": ref(op.inputs[0]), "mult": ref(op.inputs[1]),
-                       "shift": ref(op.inputs[2]), "in_zp": int(op.scalar("input_zp")),
-                       "out_zp": int(op.scalar("output_zp")), "scale32": int(op.scale32),
+                       "shift": ref(op.inputs[2]), "in_zp": in_zp,
+                       "out_zp": out_zp, "scale32": int(op.scale32),
                        "rounding": "double" if op.rounding_mode == "DOUBLE_ROUND" else "single",
                        "input_unsigned": int(op.input_unsigned),
                        "output_unsigned": int(op.output_unsigned)}
