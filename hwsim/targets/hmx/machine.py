@@ -20,7 +20,10 @@ overlaps multiplies into the other after a clear-and-swap. HMX and HVX accesses 
 ordered as the issuing thread's program order requires, at 2 KB block granularity, and a DMA out
 of VTCM starts after the earlier stores to its source. What a DMA writes is not ordered with
 anything: a program waits for it with ``dma_wait()`` (later ops wait for every DMA issued
-before), and one that does not reads stale bytes, as on silicon.
+before), and one that does not reads stale bytes, as on silicon. The other direction is
+``dma_fence()``: later DMAs start only once every earlier HMX and HVX instruction has started
+(read its operands), so that a DMA may refill a buffer those instructions read (double
+buffering); without it a DMA can overwrite operands before they are read.
 
 Not modelled: data types other than FP16, HMX exceptions and their reporting, VTCM bank
 conflicts, the cost of HVX instructions one by one (``hvx.py``), and the per-launch warm-up.
@@ -209,8 +212,9 @@ class HmxMachine(Machine):
         for step in program:
             step = self.plan(step)
             op = BUILDERS[step.item.kind](self, step, issue)
-            if issue.sync is not None and op.unit.name != "dma":
-                op.reads = op.reads + (issue.sync,)
+            if op.unit.name != "dma":
+                waits = (issue.fence,) if issue.sync is None else (issue.fence, issue.sync)
+                op.reads = op.reads + waits
             yield op
 
     def blocks(self, addr: int, nbytes: int) -> tuple:
@@ -237,13 +241,15 @@ class Resource(tuple):
 
 class _Issue:
     """What the op stream knows in program order: the primary accumulator, the DMA transfers
-    not yet waited for, and the latest wait every later op depends on."""
+    not yet waited for, the latest wait every later op depends on, and the fence that the HMX
+    and HVX ops since the last ``dma_fence()`` are read by."""
 
     def __init__(self, primary: int):
         self.primary = primary
         self.dma_tokens: list = []
         self.sync = None
         self.waits = 0
+        self.fence = Resource(("dma_fence", 0))
 
 
 def single_rows(offset: int, mask: int) -> np.ndarray:
@@ -397,16 +403,14 @@ def _usr(m: HmxMachine, step: Step, issue: _Issue) -> Op:
 
 def _hvx(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     plan, vtcm, port = step.plan, m.spaces["vtcm"], m.ports["hvx"]
-    (dst, nbytes), = plan.writes
 
     def execute() -> Work:
-        data = plan.run(vtcm.read)
-        moved = sum(n for _, n in plan.reads) + nbytes
-        return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, moved),),
-                    commit=lambda: vtcm.store(dst, data))
+        return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, plan.moved),),
+                    commit=plan.run(vtcm))
     reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
+    writes = sum((m.blocks(a, n) for a, n in plan.writes), ())
     return Op(m.units["hvx"], execute, f"{step.item.spec.name} {plan.vectors}v", reads=reads,
-              writes=m.blocks(dst, nbytes))
+              writes=writes)
 
 
 def _dma(m: HmxMachine, step: Step, issue: _Issue) -> Op:
@@ -427,8 +431,16 @@ def _dma_wait(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     return Op(m.dma.unit, lambda: Work(0), "dma_wait", reads=tokens, writes=(issue.sync,))
 
 
+def _dma_fence(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    # every HMX and HVX op since the last fence reads ``issue.fence``: writing it waits (WAR) for
+    # them to start, i.e. to have read their operands; later DMAs queue behind it on the unit
+    fence = issue.fence
+    issue.fence = Resource(("dma_fence", fence[1] + 1))
+    return Op(m.dma.unit, lambda: Work(0), "dma_fence", writes=(fence,))
+
+
 BUILDERS: dict[str, Callable[[HmxMachine, Step, _Issue], Op]] = {
     "mpy": _multiply, "cvt": _convert, "cvt_write": _write_convert, "bias_load": _bias,
     "bias_store": _bias, "clracc": _clear, "usr": _usr, "hvx": _hvx, "dma": _dma,
-    "dma_wait": _dma_wait,
+    "dma_wait": _dma_wait, "dma_fence": _dma_fence,
 }
