@@ -46,7 +46,10 @@ def fp16_half_ulp(x):
     return 2.0 ** (np.floor(np.log2(x)) - 11)
 
 
-def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_bytes=64 << 10):
+def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_bytes=64 << 10,
+             inputs: bool = False):
+    """Run a random layer; (simulated, exact, bound, result, plan) and with ``inputs`` the
+    FP16 input, FP16 weights and FP32 bias too."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((conv.h, conv.w, conv.c)).astype(np.float16)
     shape = ((conv.kernel + (conv.c, conv.k_out // conv.c)) if conv.depthwise else
@@ -72,7 +75,7 @@ def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_
     magnitude = conv_reference(conv, np.abs(args[0]), np.abs(args[1]), np.abs(args[2]), False)
     slack = 2.0 ** -24 * magnitude + 2.0 ** -16 * np.abs(args[2])
     bound = fp16_half_ulp(np.abs(want) + slack) + slack
-    return got, want, bound, result, plan
+    return (got, want, bound, result, plan) + (((x, w, b),) if inputs else ())
 
 
 convs = st.builds(
