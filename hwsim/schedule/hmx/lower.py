@@ -1,0 +1,291 @@
+"""A TOSA graph lowered onto HMX: layers, VTCM placement, the program and where results are.
+
+Float graphs (FP32 or FP16) run in FP16: every activation is an FP16 tensor in VTCM, row-major
+(NHWC for images). The graph's inputs arrive in DDR in their own type; FP32 ones are brought in
+by DMA and converted on HVX (``hvx_f32_to_f16``), and the outputs go back the same way. The
+operators become layers, in topological order:
+
+* CONV2D, DEPTHWISE_CONV2D and MATMUL with a constant B run on HMX (``conv.py``; MATMUL is a
+  1x1 convolution of a [1, H, C] image by B's columns, one batch at a time). A following CLAMP
+  whose lower bound is 0, even behind RESHAPEs, is fused into the convert's shape (ReLU); an
+  upper bound below the FP16 range is then one ``hvx_clamp``.
+* Everything else runs on HVX (``vector.py``, table ``VECTOR``); RESHAPE, IDENTITY and CASTs
+  between float types move no data (the FP16 value is the same).
+
+Constants (packed weights and bias sets) are placed in DDR and streamed through two VTCM buffers
+for the whole program, so the next layer's weights arrive while this one computes. Layer
+outputs stay in VTCM until the end (so that every layer's result can be read and judged);
+scratch (expanded inputs, croutons) is freed after each layer. Not supported (a
+``ScheduleError``): integer graphs, MATMUL with a non-constant B, and operators outside the
+tables.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwsim.errors import ScheduleError
+from hwsim.isa.hmx import VECTOR_BYTES
+from hwsim.schedule.hmx import conv as C
+from hwsim.schedule.hmx import vector as V
+from hwsim.schedule.hmx.program import Arena, Program, WeightStream
+from hwsim.tosa.ir import Graph, Operator, Tensor
+
+FP16_MAX = 65504.0
+ALIASES = ("RESHAPE", "IDENTITY", "CAST")
+HMX_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")
+
+
+@dataclass
+class Layer:
+    """One lowered layer: its operators (a fused group), the tensor it produces, where that
+    FP16 tensor is in VTCM, and the program lines it owns."""
+
+    name: str
+    ops: list[Operator]
+    output: Tensor
+    unit: str  # "hmx", "hvx" or "none" (moves no data)
+    first_line: int = 0
+    last_line: int = 0
+    plans: list = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        return sum(op.macs for op in self.ops)
+
+
+@dataclass
+class Lowered:
+    """The program and what a caller needs around it."""
+
+    program: Program
+    layers: list[Layer]
+    where: dict[str, int]  # tensor name -> VTCM address of its FP16 values
+    inputs: dict[str, int]  # graph input name -> DDR address (in the input's own type)
+    outputs: dict[str, int]  # graph output name -> DDR address
+    vtcm_peak: int
+
+    def read(self, machine, tensor: Tensor) -> np.ndarray:
+        """A tensor's simulated FP16 values after the run."""
+        data = machine.memory("vtcm").read(self.where[tensor.name], tensor.size * 2)
+        return data.view(np.float16).reshape(tensor.shape)
+
+
+def layers_of(graph: Graph) -> list[Layer]:
+    """Group the operators into layers: an HMX operator takes the CLAMP (lower bound 0) that
+    follows it, through RESHAPEs that only feed it."""
+    layers, taken = [], set()
+    for op in graph:
+        if id(op) in taken:
+            continue
+        ops = [op]
+        if op.op in HMX_OPS:
+            ops += _fused_clamp(graph, op)
+        taken.update(id(o) for o in ops)
+        unit = "hmx" if op.op in HMX_OPS else "none" if op.op in ALIASES else "hvx"
+        layers.append(Layer(op.name, ops, ops[-1].output, unit))
+    return layers
+
+
+def _fused_clamp(graph: Graph, op: Operator) -> list[Operator]:
+    chain, tensor = [], op.output
+    while True:
+        users = graph.consumers(tensor)
+        if len(users) != 1 or tensor in graph.outputs:
+            return []
+        user = users[0]
+        chain.append(user)
+        if user.op == "CLAMP":
+            return chain if user.min_val == 0 else []
+        if user.op != "RESHAPE":
+            return []
+        tensor = user.output
+
+
+class Lowering:
+    """Lower ``graph`` with the machine's timing parameters (``timing``: name -> value)."""
+
+    def __init__(self, graph: Graph, timing: dict, vtcm_base: int = 0, vtcm_size: int = 8 << 20,
+                 ddr_base: int = 0x8000_0000, ddr_size: int = 256 << 20,
+                 chunk_bytes: int = 64 << 10):
+        _check_types(graph)
+        self.graph, self.timing, self.chunk_bytes = graph, timing, chunk_bytes
+        self.program = Program()
+        self.vtcm = Arena("VTCM", vtcm_base, vtcm_size)
+        self.ddr = Arena("DDR", ddr_base, ddr_size)
+        self.stream = WeightStream(self.ddr, self.vtcm)
+        self.where: dict[str, int] = {}
+        self.prepared: dict[int, list] = {}
+
+    def lower(self) -> Lowered:
+        layers = layers_of(self.graph)
+        for layer in layers:  # constants first: the stream needs all its chunks to start
+            if layer.unit == "hmx":
+                self._prepare(layer)
+        p = self.program
+        p.usr(1 << 20)  # IEEE infinities and NaNs in HMX, as HVX has them
+        p.clear_accumulators()
+        inputs = self._inputs()
+        self.stream.open(p)
+        for layer in layers:
+            p.comment(f"layer {layer.name}: {' + '.join(op.op for op in layer.ops)}")
+            layer.first_line = len(p.lines)
+            self._layer(layer)
+            layer.last_line = len(p.lines)
+        outputs = self._outputs()
+        self.stream.close()
+        return Lowered(p, layers, self.where, inputs, outputs, self.vtcm.peak)
+
+    # -- graph inputs and outputs ----------------------------------------------------------------
+    def _inputs(self) -> dict[str, int]:
+        addrs = {}
+        for t in self.graph.inputs:
+            addrs[t.name] = self.ddr.alloc(t.nbytes, f"input {t.name}", VECTOR_BYTES)
+            self.where[t.name] = self._alloc(t)
+            if t.dtype.name == "fp16":
+                self.program.dma_in(self.where[t.name], addrs[t.name], t.nbytes, t.name)
+                continue
+            staging = self.vtcm.alloc(t.nbytes, f"staging {t.name}", VECTOR_BYTES)
+            self.program.dma_in(staging, addrs[t.name], t.nbytes, t.name)
+            self.program.dma_wait()
+            V.cast(self.program, self.where[t.name], staging, t.size, True)
+        self.program.dma_wait()
+        return addrs
+
+    def _outputs(self) -> dict[str, int]:
+        addrs = {}
+        p = self.program
+        for t in self.graph.outputs:
+            addrs[t.name] = self.ddr.alloc(t.nbytes, f"output {t.name}", VECTOR_BYTES)
+            src = self.where[t.name]
+            if t.dtype.name == "fp32":
+                src = self.vtcm.alloc(t.nbytes, f"staging {t.name}", VECTOR_BYTES)
+                V.cast(p, src, self.where[t.name], t.size, False)
+            p.dma_out(addrs[t.name], src, t.nbytes, t.name)
+        p.dma_wait()
+        return addrs
+
+    def _alloc(self, t: Tensor) -> int:
+        return self.vtcm.alloc(t.size * 2, f"tensor {t.name}", VECTOR_BYTES)
+
+    # -- layers --------------------------------------------------------------------------------
+    def _layer(self, layer: Layer) -> None:
+        op = layer.ops[0]
+        if layer.unit == "none":
+            self.where[op.output.name] = self.where[op.inputs[0].name]
+            return
+        out = self.where[layer.output.name] = self._alloc(layer.output)
+        if layer.unit == "hmx":
+            self._hmx(layer, out)
+        else:
+            VECTOR[op.op](self, op, out)
+
+    def _prepare(self, layer: Layer) -> None:
+        op = layer.ops[0]
+        clamp = layer.ops[-1] if layer.ops[-1].op == "CLAMP" else None
+        for conv, weight, bias in _hmx_convs(op, relu=clamp is not None):
+            plan = C.choose(conv, self.timing)
+            layer.plans.append(plan)
+            self.prepared.setdefault(id(layer), []).append(
+                C.prepare(self.program, self.stream, plan, weight, bias, self.chunk_bytes,
+                          layer.name))
+
+    def _hmx(self, layer: Layer, out: int) -> None:
+        op, x = layer.ops[0], self.where[layer.ops[0].inputs[0].name]
+        prepared = self.prepared[id(layer)]
+        step_in = math.prod(op.inputs[0].shape[1:]) * 2
+        step_out = layer.output.size // op.inputs[0].shape[0] * 2
+        for i, item in enumerate(prepared):  # one per batch
+            C.emit(self.program, self.vtcm, self.stream, item, x + i * step_in,
+                   out + i * step_out)
+        clamp = layer.ops[-1]
+        if clamp.op == "CLAMP" and clamp.max_val < FP16_MAX:
+            V.unary(self.program, "CLAMP", out, out, layer.output.size, 0.0, clamp.max_val)
+
+
+def _hmx_convs(op: Operator, relu: bool):
+    """(Conv, weight, bias) per batch image of an HMX operator."""
+    if op.op == "MATMUL":
+        if not op.B.is_const:
+            raise ScheduleError(f"MATMUL[{op.name}]: B is not a constant; HMX weights are "
+                                "packed ahead of time (a run-time B would need HVX packing)")
+        n, h, c = op.A.shape
+        w = op.B.shape[2]
+        b = op.const("B").astype(np.float64)
+        return [(C.Conv(1, h, c, w, relu=relu), b[i].T[:, None, None, :], np.zeros(w))
+                for i in range(n)]
+    if not op.weight.is_const or not op.bias.is_const:
+        raise ScheduleError(f"{op.op}[{op.name}]: weights and bias must be constants")
+    n, h, w, c = op.input.shape
+    depthwise = op.op == "DEPTHWISE_CONV2D"
+    kernel = op.weight.shape[:2] if depthwise else op.weight.shape[1:3]
+    conv = C.Conv(h, w, c, op.output.shape[3], tuple(kernel), tuple(op.stride), tuple(op.pad),
+                  tuple(op.dilation), depthwise, relu)
+    bias = np.broadcast_to(op.const("bias").astype(np.float64), (conv.k_out,))
+    return [(conv, op.const("weight").astype(np.float64), bias)] * n
+
+
+def _check_types(graph: Graph) -> None:
+    for t in graph.inputs + graph.outputs:
+        if t.dtype.name not in ("fp32", "fp16"):
+            raise ScheduleError(f"tensor {t.name} is {t.dtype}: HMX runs float graphs (FP32 or "
+                                "FP16) in FP16; an int8 graph needs dequantising first")
+    for op in graph:
+        if op.op not in HMX_OPS + ALIASES and op.op not in VECTOR:
+            raise ScheduleError(f"{op.op}[{op.name}]: not supported on HMX (supported: "
+                                f"{', '.join(sorted(SUPPORTED))})")
+        if op.op == "CAST" and not (op.input.dtype.is_float and op.output.dtype.is_float):
+            raise ScheduleError(f"CAST[{op.name}]: {op.input.dtype} -> {op.output.dtype}: only "
+                                "casts between float types (the FP16 value is kept)")
+
+
+# -- HVX operators: (lowering, operator, output address) ------------------------------------------
+
+def _binary(lw: Lowering, op: Operator, out: int) -> None:
+    if op.op == "MUL" and op.scalar("shift") != 0:
+        raise ScheduleError(f"MUL[{op.name}]: a float MUL has shift 0")
+    V.binary(lw.program, lw.vtcm, op.op, out, lw.where[op.input1.name],
+             lw.where[op.input2.name], op.input1.shape, op.input2.shape, op.output.shape)
+
+
+def _unary(lw: Lowering, op: Operator, out: int) -> None:
+    bounds = (op.min_val, op.max_val) if op.op == "CLAMP" else ()
+    V.unary(lw.program, op.op, out, lw.where[op.inputs[0].name], op.output.size, *bounds)
+
+
+def _reduce(lw: Lowering, op: Operator, out: int) -> None:
+    V.reduce(lw.program, op.op, out, lw.where[op.input.name], op.input.shape, op.axis)
+
+
+def _avg_pool(lw: Lowering, op: Operator, out: int) -> None:
+    V.avg_pool(lw.program, out, lw.where[op.input.name], op.input.shape, op.kernel, op.stride,
+               op.pad)
+
+
+def _slice(lw: Lowering, op: Operator, out: int) -> None:
+    V.slice_(lw.program, out, lw.where[op.input1.name], op.input1.shape,
+             op.const("start").tolist(), op.output.shape)
+
+
+def _pad(lw: Lowering, op: Operator, out: int) -> None:
+    V.pad(lw.program, out, lw.where[op.input1.name], op.input1.shape,
+          op.const("padding").tolist(), float(op.scalar("pad_const")))
+
+
+def _concat(lw: Lowering, op: Operator, out: int) -> None:
+    V.concat(lw.program, out, [lw.where[t.name] for t in op.input1], [t.shape for t in op.input1],
+             op.axis)
+
+
+def _transpose(lw: Lowering, op: Operator, out: int) -> None:
+    V.transpose(lw.program, out, lw.where[op.input1.name], op.input1.shape, op.perms)
+
+
+VECTOR = {"ADD": _binary, "SUB": _binary, "MUL": _binary, "CLAMP": _unary, "EXP": _unary,
+          "RECIPROCAL": _unary, "REDUCE_SUM": _reduce, "REDUCE_MAX": _reduce,
+          "AVG_POOL2D": _avg_pool, "SLICE": _slice, "PAD": _pad, "CONCAT": _concat,
+          "TRANSPOSE": _transpose}
+SUPPORTED = frozenset(VECTOR) | frozenset(HMX_OPS) | frozenset(ALIASES)
