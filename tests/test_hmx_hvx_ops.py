@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import hwsim
-from hwsim.errors import ProgramError
+from hwsim.errors import Location, ProgramError
+from hwsim.isa.hmx import Multiply, format_item, parse_program
 from hwsim.targets.hmx import hvx_kernels as K
-from hwsim.traces.reader import parse_trace
+from hwsim.traces.reader import parse_trace, read_trace
 from tests import oracle
 
 ALL_FP16 = np.arange(1 << 16, dtype=np.uint16)
@@ -205,3 +206,15 @@ def test_dma_fence_keeps_a_refill_behind_the_multiply_that_reads_the_buffer():
 def hwsim_trace(text: str):
     """Trace text with its paths relative to the examples folder."""
     return parse_trace(text, "double_buffer", EXAMPLES)
+
+
+def test_every_example_item_formats_back_to_itself():
+    def key(item):
+        if isinstance(item, Multiply):
+            return key(item.act) + key(item.wgt)
+        return (item.spec.name, item.fields)
+    for path in sorted(EXAMPLES.glob("*.trace")):
+        items = parse_program(read_trace(path).lines)
+        text = "\n".join(format_item(item) for item in items).split("\n")
+        again = parse_program([(line, Location("f", n + 1, 1)) for n, line in enumerate(text)])
+        assert [key(i) for i in items] == [key(i) for i in again], path.name

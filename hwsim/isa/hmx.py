@@ -435,6 +435,20 @@ def pair(items: list) -> list:
     return program
 
 
+def format_item(item) -> str:
+    """A program item as trace text (a multiply is its two lines): register words re-encoded
+    from the fields, so that parsing the text gives the same item."""
+    if isinstance(item, Multiply):
+        return format_item(item.act) + "\n" + format_item(item.wgt)
+    values = [word.encode(**{name: item.fields[name] for name in word.fields})
+              for word in item.spec.words]
+    if item.kind == "usr":
+        return f"USR = {values[0]:#x}"
+    args = [f"{v:#x}" for v in values] + [f"{v:#x}" if abs(v) >= 4096 else str(v)
+                                          for v in (item.fields[n] for n in item.spec.ints)]
+    return f"{item.spec.name}({', '.join(args)})"
+
+
 def parse_program(lines: list[tuple[str, Location]], specs: dict[str, Spec] = SPECS) -> list:
     """Trace lines -> program items (``Instr`` and ``Multiply``), fully checked."""
     items = []

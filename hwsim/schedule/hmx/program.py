@@ -69,16 +69,24 @@ class Image:
 
 @dataclass
 class Program:
-    """Trace lines for the HMX machine plus the memory images they assume."""
+    """Trace lines for the HMX machine, the layer each belongs to (``layer``: the current one),
+    comments to show beside them, and the memory images they assume."""
 
     lines: list[str] = field(default_factory=list)
+    layer_of: list[int] = field(default_factory=list)
+    notes: dict[int, str] = field(default_factory=dict)  # line index -> comment before it
     images: list[Image] = field(default_factory=list)
+    layer: int = -1
 
     def emit(self, line: str, comment: str = "") -> None:
-        self.lines.append(f"{line}  // {comment}" if comment else line)
+        if comment:
+            self.comment(comment)
+        self.lines.append(line)
+        self.layer_of.append(self.layer)
 
     def comment(self, text: str) -> None:
-        self.lines.append(f"// {text}")
+        at = len(self.lines)
+        self.notes[at] = f"{self.notes[at]}; {text}" if at in self.notes else text
 
     def place(self, space: str, addr: int, data, name: str) -> None:
         self.images.append(Image(space, addr, np.ascontiguousarray(data), name))
@@ -141,7 +149,12 @@ class Program:
 
     # -- output --------------------------------------------------------------------------------
     def text(self) -> str:
-        return "\n".join([".target hmx"] + self.lines) + "\n"
+        out = [".target hmx"]
+        for i, line in enumerate(self.lines):
+            if i in self.notes:
+                out.append(f"// {self.notes[i]}")
+            out.append(line)
+        return "\n".join(out) + "\n"
 
     def run(self, machine, **options):
         """Place the images in the machine's memories and run the program on it."""
