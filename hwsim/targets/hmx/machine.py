@@ -25,6 +25,9 @@ before), and one that does not reads stale bytes, as on silicon. The other direc
 (read its operands), so that a DMA may refill a buffer those instructions read (double
 buffering); without it a DMA can overwrite operands before they are read.
 
+A timing-only run (``engine.numerics`` false) costs every instruction the same but computes
+nothing: no datapath, no VTCM data, no bias or convert state.
+
 Not modelled: data types other than FP16, HMX exceptions and their reporting, VTCM bank
 conflicts, the cost of HVX instructions one by one (``hvx.py``), and the per-launch warm-up.
 The spatial mask of the write (Table 8) names the crouton's geometry; the convert state row s is
@@ -203,6 +206,7 @@ class HmxMachine(Machine):
         dma_ports = {"vtcm": engine.port("vtcm.dma", t.vtcm_dma_bytes_per_cycle, latency),
                      "ddr": engine.port("ddr", t.ddr_bytes_per_cycle, t.ddr_latency_cycles)}
         self.dma = Dma(engine, "dma", dma_ports, t.dma_channels, t.dma_setup_cycles)
+        self.numerics = getattr(engine, "numerics", True)
 
     def peak_macs_per_cycle(self) -> float:
         return CELLS * CELLS * 2 / self.timing.mpy_cycles_per_vector
@@ -302,6 +306,9 @@ def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     port = m.ports["hmx"]
 
     def execute() -> Work:
+        macs = plan.channels * CELLS * CELLS * len(targets)
+        if not m.numerics:
+            return Work(cycles, transfers=((port, nbytes),), macs=macs)
         act = _act_matrix(vtcm, plan)
         infnan = state.usr >> 20 & 1
         results = []
@@ -314,8 +321,7 @@ def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         def commit():
             for index, acc in results:
                 state.acc[index] = acc
-        return Work(cycles, transfers=((port, nbytes),),
-                    macs=plan.channels * CELLS * CELLS * len(targets), commit=commit)
+        return Work(cycles, transfers=((port, nbytes),), macs=macs, commit=commit)
 
     blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
     blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
@@ -333,7 +339,14 @@ def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         issue.primary = 1 - index
     ebits, mbits = m.acc_format
 
+    def swap():
+        if clear:
+            state.acc[index] = 0
+            state.primary = 1 - index
+
     def execute() -> Work:
+        if not m.numerics:
+            return Work(m.cycles("cvt_cycles"), commit=swap)
         b = state.bias_fields(sel)
         out = np.empty((CELLS, CELLS), dtype=np.uint32)
         numerics.convert(state.acc[index], b["input_bias"], b["shape"], b["scale"],
@@ -343,9 +356,7 @@ def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
 
         def commit():
             state.cvt = out
-            if clear:
-                state.acc[index] = 0
-                state.primary = 1 - index
+            swap()
         return Work(m.cycles("cvt_cycles"), commit=commit)
 
     reads = (f"acc{index}", f"bias{sel}", "usr", "cvt")
@@ -359,9 +370,11 @@ def _write_convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         m.ports["hmx"]
 
     def execute() -> Work:
-        data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
-        return Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),),
-                    commit=lambda: vtcm.store(addr, data))
+        work = Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),))
+        if m.numerics:
+            data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+            work.commit = lambda: vtcm.store(addr, data)
+        return work
     return Op(m.units["cvt"], execute, f"write cvt -> {addr:#x}", reads=("cvt",),
               writes=m.blocks(addr, CROUTON_BYTES))
 
@@ -372,6 +385,8 @@ def _bias(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     load = step.item.kind == "bias_load"
 
     def execute() -> Work:
+        if not m.numerics:
+            return Work(m.cycles("bias_cycles"), transfers=((port, BIAS_SET_BYTES),))
         if load:
             words = layouts.unpack_bias_words(vtcm.view(addr, BIAS_SET_BYTES))
             commit = lambda: state.set_bias(index, words)  # noqa: E731
@@ -406,7 +421,7 @@ def _hvx(m: HmxMachine, step: Step, issue: _Issue) -> Op:
 
     def execute() -> Work:
         return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, plan.moved),),
-                    commit=plan.run(vtcm))
+                    commit=plan.run(vtcm) if m.numerics else None)
     reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
     writes = sum((m.blocks(a, n) for a, n in plan.writes), ())
     return Op(m.units["hvx"], execute, f"{step.item.spec.name} {plan.vectors}v", reads=reads,
