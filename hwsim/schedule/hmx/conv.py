@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Callable
 
 import numpy as np
 
@@ -352,8 +353,9 @@ def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias
 
 
 def emit(program: Program, vtcm: Arena, stream: WeightStream, layer: ConvLayer, x: int,
-         y: int) -> None:
-    """The layer from the NHWC FP16 tensor at VTCM ``x`` to the one at ``y``."""
+         y: int, unpacked: Callable[[int, int], None] | None = None) -> None:
+    """The layer from the NHWC FP16 tensor at VTCM ``x`` to the one at ``y``; ``unpacked(g,
+    ty)`` is called once filter group g's crouton row ty is in ``y``."""
     plan = layer.plan
     phases = _expand(program, vtcm, plan, x)
     outputs = vtcm.alloc(plan.tiles[0] * plan.tiles[1] * plan.conv.groups * CROUTON_BYTES,
@@ -369,10 +371,12 @@ def emit(program: Program, vtcm: Arena, stream: WeightStream, layer: ConvLayer, 
             pair = plan.weight_deep and g + 1 < plan.conv.groups
             _emit_groups(program, plan, phases, unit, [g, g + 1] if pair else [g], outputs)
             for h in ([g, g + 1] if pair else [g]):
-                _unpack(program, plan, outputs, band, h, y)
+                for ty in range(plan.tiles[0]):
+                    _unpack(program, plan, outputs, band, h, ty, y)
+                    if unpacked is not None:
+                        unpacked(h, ty)
     for addr in phases + [outputs] + ([band] if band is not None else []):
-        if addr != x:
-            vtcm.free(addr)
+        vtcm.free(addr)
 
 
 def _expand(program: Program, vtcm: Arena, plan: ConvPlan, x: int) -> list[int]:
@@ -480,18 +484,17 @@ def _deep(program: Program, plan: ConvPlan, base: int, weights: int, first: int,
         program.wgt(weights + start * CH // 2 * VECTOR_BYTES, vectors * groups, deep=groups == 2)
 
 
-def _unpack(program: Program, plan: ConvPlan, outputs: int, band: int | None, g: int,
+def _unpack(program: Program, plan: ConvPlan, outputs: int, band: int | None, g: int, ty: int,
             y: int) -> None:
-    """Filter group g's croutons to its channels of the NHWC output, a crouton row at a time."""
+    """Filter group g's crouton row ty to its channels of the NHWC output."""
     c, (ny, _), (th, tw) = plan.conv, plan.grid, plan.tiles
     chans = min(CH, c.k_out - g * CH)
-    for ty in range(th):
-        h = min(ny, c.h_out - ty * ny)
-        src = outputs + (g * th + ty) * tw * CROUTON_BYTES
-        row = y + ty * ny * c.w_out * c.k_out * 2
-        if band is None:
-            program.hvx("unpack_act", row, src, h, c.w_out, chans, plan.mask)
-            continue
-        program.hvx("unpack_act", band, src, h, c.w_out, chans, plan.mask)
-        program.hvx("copy", row + g * CH * 2, band, chans * 2, h * c.w_out, c.k_out * 2,
-                    chans * 2)
+    h = min(ny, c.h_out - ty * ny)
+    src = outputs + (g * th + ty) * tw * CROUTON_BYTES
+    row = y + ty * ny * c.w_out * c.k_out * 2
+    if band is None:
+        program.hvx("unpack_act", row, src, h, c.w_out, chans, plan.mask)
+        return
+    program.hvx("unpack_act", band, src, h, c.w_out, chans, plan.mask)
+    program.hvx("copy", row + g * CH * 2, band, chans * 2, h * c.w_out, c.k_out * 2,
+                chans * 2)

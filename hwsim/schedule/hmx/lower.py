@@ -129,6 +129,9 @@ class Lowering:
         p.usr(1 << 20)  # IEEE infinities and NaNs in HMX, as HVX has them
         p.clear_accumulators()
         inputs = self._inputs()
+        self.out_ddr = {t.name: self.ddr.alloc(t.nbytes, f"output {t.name}", VECTOR_BYTES)
+                        for t in self.graph.outputs}
+        self.streamed: set[str] = set()
         self.stream.open(p)
         for layer in layers:
             p.comment(f"layer {layer.name}: {' + '.join(op.op for op in layer.ops)}")
@@ -156,17 +159,40 @@ class Lowering:
         return addrs
 
     def _outputs(self) -> dict[str, int]:
-        addrs = {}
         p = self.program
+        self.stream.flush()
         for t in self.graph.outputs:
-            addrs[t.name] = self.ddr.alloc(t.nbytes, f"output {t.name}", VECTOR_BYTES)
+            if t.name in self.streamed:
+                continue
             src = self.where[t.name]
             if t.dtype.name == "fp32":
                 src = self.vtcm.alloc(t.nbytes, f"staging {t.name}", VECTOR_BYTES)
                 V.cast(p, src, self.where[t.name], t.size, False)
-            p.dma_out(addrs[t.name], src, t.nbytes, t.name)
+            p.dma_out(self.out_ddr[t.name], src, t.nbytes, t.name)
         p.dma_wait()
-        return addrs
+        return self.out_ddr
+
+    def _stream_out(self, tensor: Tensor, plan: C.ConvPlan, y: int, ddr: int):
+        """For a graph output made by an HMX layer: each finished crouton row leaves for DDR
+        while the next ones are computed (FP32 outputs once all filter groups are in)."""
+        c, ny = plan.conv, plan.grid[0]
+        fp32 = tensor.dtype.name == "fp32"
+        staging = self.vtcm.alloc(c.h_out * c.w_out * c.k_out * 4, f"staging {tensor.name}",
+                                  VECTOR_BYTES) if fp32 else 0
+        p = self.program
+
+        def unpacked(g: int, ty: int) -> None:
+            rows = min(ny, c.h_out - ty * ny) * c.w_out
+            first = ty * ny * c.w_out * c.k_out
+            if fp32 and g == c.groups - 1:
+                V.cast(p, staging + first * 4, y + first * 2, rows * c.k_out, False)
+                self.stream.defer(lambda: p.dma_out(ddr + first * 4, staging + first * 4,
+                                                    rows * c.k_out * 4))
+            elif not fp32:
+                at, chans = (first + g * C.CH) * 2, min(C.CH, c.k_out - g * C.CH)
+                self.stream.defer(lambda: p.dma_out_2d(ddr + at, y + at, chans * 2, rows,
+                                                       c.k_out * 2, c.k_out * 2))
+        return unpacked
 
     def _alloc(self, t: Tensor) -> int:
         return self.vtcm.alloc(t.size * 2, f"tensor {t.name}", VECTOR_BYTES)
@@ -198,11 +224,19 @@ class Lowering:
         prepared = self.prepared[id(layer)]
         step_in = math.prod(op.inputs[0].shape[1:]) * 2
         step_out = layer.output.size // op.inputs[0].shape[0] * 2
-        for i, item in enumerate(prepared):  # one per batch
-            C.emit(self.program, self.vtcm, self.stream, item, x + i * step_in,
-                   out + i * step_out)
         clamp = layer.ops[-1]
-        if clamp.op == "CLAMP" and clamp.max_val < FP16_MAX:
+        capped = clamp.op == "CLAMP" and clamp.max_val < FP16_MAX
+        leaves = layer.output in self.graph.outputs and not capped
+        for i, item in enumerate(prepared):  # one per batch
+            y = out + i * step_out
+            size = 4 if layer.output.dtype.name == "fp32" else 2
+            unpacked = self._stream_out(layer.output, item.plan, y,
+                                        self.out_ddr[layer.output.name] + i * step_out // 2 *
+                                        size) if leaves else None
+            C.emit(self.program, self.vtcm, self.stream, item, x + i * step_in, y, unpacked)
+        if leaves:
+            self.streamed.add(layer.output.name)
+        if capped:
             V.unary(self.program, "CLAMP", out, out, layer.output.size, 0.0, clamp.max_val)
 
 

@@ -141,6 +141,11 @@ class Program:
     def dma_out(self, dst: int, src: int, nbytes: int, comment: str = "") -> None:
         self.emit(f"dma_vtcm_to_ddr({dst:#x}, {src:#x}, {nbytes})", comment)
 
+    def dma_out_2d(self, dst: int, src: int, row_bytes: int, rows: int, dst_stride: int,
+                   src_stride: int) -> None:
+        self.emit(f"dma_vtcm_to_ddr_2d({dst:#x}, {src:#x}, {row_bytes}, {rows}, {dst_stride}, "
+                  f"{src_stride})")
+
     def dma_wait(self) -> None:
         self.emit("dma_wait()")
 
@@ -218,6 +223,7 @@ class WeightStream:
         self.chunks: list[tuple[int, int]] = []  # (DDR address, bytes)
         self.buffers: list[int] = []
         self.started = 0
+        self.deferred: list = []  # emitters of DMAs out, run after the next wait
 
     def add(self, program: Program, data: np.ndarray, name: str) -> int:
         data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
@@ -250,9 +256,21 @@ class WeightStream:
             if j >= 1:
                 program.dma_fence()
             self._start(program, j + 1)
+        self.flush()
         return self.buffers[j % len(self.buffers)]
 
+    def defer(self, emit) -> None:
+        """Emit a DMA out of VTCM after the next wait for a chunk: ``dma_wait`` waits for every
+        DMA before it, and the next chunk's wait should not wait for results leaving."""
+        self.deferred.append(emit)
+
+    def flush(self) -> None:
+        for emit in self.deferred:
+            emit()
+        self.deferred = []
+
     def close(self) -> None:
+        self.flush()
         for addr in self.buffers:
             self.vtcm.free(addr)
         self.buffers = []
