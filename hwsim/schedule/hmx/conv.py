@@ -50,7 +50,7 @@ from hwsim.targets.hmx import layouts
 CH = 32  # channels per crouton, filters per group
 MAX_DEEP = 32  # croutons one activation-deep instruction reads (dC <= 31, 4.2.1)
 SHAPE_MAX0 = 2  # Table 5: max(x, 0)
-ONE_FP16 = 0x3C00
+FP16_LIMIT = 65504.0 * (1 + 2.0 ** -11)  # values at or beyond round to infinity
 
 
 @dataclass(frozen=True)
@@ -238,11 +238,12 @@ def _fill_block(mat, c: Conv, weight, g: int, block: Block, col: int, ky: int) -
 
 
 def ext_fp16_bits(values, mbits: int) -> np.ndarray:
-    """Values rounded once to FP16 with ``mbits`` fraction bits (10 + extra), as bit patterns."""
+    """Values rounded once to FP16 with ``mbits`` fraction bits (10 + extra), as bit patterns;
+    a value beyond the FP16 range is an error (the bias fields have no room for it)."""
     out = np.zeros(np.size(values), dtype=np.int64)
     for i, v in enumerate(np.asarray(values, dtype=np.float64).reshape(-1)):
-        if not math.isfinite(v):
-            raise ScheduleError(f"bias value {v} is not finite")
+        if not abs(v) < FP16_LIMIT:
+            raise ScheduleError(f"bias register value {v:g} is outside the FP16 range")
         if v != 0:
             mant, exp = math.frexp(abs(v))
             out[i] = int(round_pack(int(v < 0), int(mant * 2.0 ** 53), exp - 53, False, 5, mbits,
@@ -250,12 +251,25 @@ def ext_fp16_bits(values, mbits: int) -> np.ndarray:
     return out
 
 
-def bias_sets(bias, relu: bool) -> np.ndarray:
-    """Bias sets: b_i = the layer's bias (FP16 + 5 bits), shape max0 for ReLU, scale 1."""
+def fits_fp16(values) -> bool:
+    return bool(np.all(np.abs(np.asarray(values, np.float64)) < FP16_LIMIT))
+
+
+def bias_sets(bias, relu: bool, scale=None) -> np.ndarray:
+    """Bias sets computing ``scale * shape(acc + bias)``: b_i = the bias (FP16 + 5 bits), shape
+    max(x, 0) for ReLU, s = the scale (FP16 + 4 bits, default 1). A bias beyond the FP16 range
+    (an integer accumulator's, dequantised) goes in as b_o = scale * bias instead, which the
+    caller may only do without ReLU."""
     k = np.size(bias)
-    return layouts.pack_bias_fields(input_bias=ext_fp16_bits(bias, 15),
-                                    shape=np.full(k, SHAPE_MAX0 if relu else 0),
-                                    scale=np.full(k, ONE_FP16 << 4), output_bias=np.zeros(k))
+    scale = np.ones(k) if scale is None else np.broadcast_to(np.asarray(scale, np.float64), (k,))
+    bias = np.asarray(bias, np.float64)
+    inside = fits_fp16(bias)
+    if not inside and relu:
+        raise ScheduleError("a ReLU needs the bias before the scale; it is outside FP16")
+    return layouts.pack_bias_fields(
+        input_bias=ext_fp16_bits(bias if inside else np.zeros(k), 15),
+        shape=np.full(k, SHAPE_MAX0 if relu else 0), scale=ext_fp16_bits(scale, 14),
+        output_bias=ext_fp16_bits(np.zeros(k) if inside else scale * bias, 14))
 
 
 def group_chunk(plan: ConvPlan, mats: list[np.ndarray], bias_set: np.ndarray) -> np.ndarray:
@@ -326,12 +340,13 @@ class ConvLayer:
 
 
 def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias,
-            chunk_bytes: int = 64 << 10, name: str = "conv") -> ConvLayer:
+            chunk_bytes: int = 64 << 10, name: str = "conv", scale=None) -> ConvLayer:
     """Pack the layer's constants on the host and add them to the stream, as many filter
-    groups (or pairs, with weight deep) to a chunk as fit in ``chunk_bytes``."""
+    groups (or pairs, with weight deep) to a chunk as fit in ``chunk_bytes``. ``scale``
+    (per output channel) multiplies the results in the convert."""
     c = plan.conv
     mats = weight_matrices(plan, weight)
-    sets = bias_sets(np.broadcast_to(np.asarray(bias, np.float64), (c.k_out,)), c.relu)
+    sets = bias_sets(np.broadcast_to(np.asarray(bias, np.float64), (c.k_out,)), c.relu, scale)
     step = 2 if plan.weight_deep else 1
     units = []
     for g in range(0, c.groups, step):

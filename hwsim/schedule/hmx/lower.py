@@ -6,9 +6,10 @@ by DMA and converted on HVX (``hvx_f32_to_f16``), and the outputs go back the sa
 operators become layers, in topological order:
 
 * CONV2D, DEPTHWISE_CONV2D and MATMUL with a constant B run on HMX (``conv.py``; MATMUL is a
-  1x1 convolution of a [1, H, C] image by B's columns, one batch at a time). A following CLAMP
-  whose lower bound is 0, even behind RESHAPEs, is fused into the convert's shape (ReLU); an
-  upper bound below the FP16 range is then one ``hvx_clamp``.
+  1x1 convolution of a [1, H, C] image by B's columns, one batch at a time). What follows them
+  is fused (``merge``), behind RESHAPEs: a MUL by positive per-channel constants becomes the
+  convert's scale, a CLAMP with lower bound 0 its shape (ReLU); other bounds, or an upper
+  bound below the FP16 range, are one ``hvx_clamp`` over the layer's output.
 * Everything else runs on HVX (``vector.py``, table ``VECTOR``); RESHAPE, IDENTITY and CASTs
   between float types move no data (the FP16 value is the same).
 
@@ -23,7 +24,7 @@ tables.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -75,34 +76,63 @@ class Lowered:
 
 
 def layers_of(graph: Graph) -> list[Layer]:
-    """Group the operators into layers: an HMX operator takes the CLAMP (lower bound 0) that
-    follows it, through RESHAPEs that only feed it."""
+    """Group the operators into layers: an HMX operator takes what ``merge`` allows after it."""
     layers, taken = [], set()
     for op in graph:
         if id(op) in taken:
             continue
         ops = [op]
-        if op.op in HMX_OPS:
-            ops += _fused_clamp(graph, op)
+        while True:
+            users = graph.consumers(ops[-1].output)
+            if len(users) != 1 or ops[-1].output in graph.outputs or not merge(ops, users[0]):
+                break
+            ops.append(users[0])
         taken.update(id(o) for o in ops)
         unit = "hmx" if op.op in HMX_OPS else "none" if op.op in ALIASES else "hvx"
         layers.append(Layer(op.name, ops, ops[-1].output, unit))
     return layers
 
 
-def _fused_clamp(graph: Graph, op: Operator) -> list[Operator]:
-    chain, tensor = [], op.output
-    while True:
-        users = graph.consumers(tensor)
-        if len(users) != 1 or tensor in graph.outputs:
-            return []
-        user = users[0]
-        chain.append(user)
-        if user.op == "CLAMP":
-            return chain if user.min_val == 0 else []
-        if user.op != "RESHAPE":
-            return []
-        tensor = user.output
+def merge(members: list[Operator], consumer: Operator) -> bool:
+    """A matrix operator takes the RESHAPEs, one MUL by positive per-channel constants (before
+    any CLAMP) and the CLAMPs after it: the convert's scale, its ReLU shape, and one clamp."""
+    if members[0].op not in HMX_OPS:
+        return False
+    if consumer.op in ("RESHAPE", "CLAMP"):
+        return True
+    return consumer.op == "MUL" and not any(op.op in ("MUL", "CLAMP") for op in members) and \
+        channel_scale(members[-1].output, consumer) is not None
+
+
+def channel_scale(x: Tensor, mul: Operator) -> np.ndarray | None:
+    """The per-channel factors of a MUL of ``x`` by a positive constant that varies only along
+    the last axis, or None."""
+    other = mul.input2 if mul.input1 is x else mul.input1
+    if not other.is_const or mul.scalar("shift") != 0 or other.shape[:-1] != (1,) * (
+            other.rank - 1) or other.shape[-1] not in (1, x.shape[-1]):
+        return None
+    values = np.broadcast_to(np.asarray(other.data, np.float64).reshape(-1), (x.shape[-1],))
+    return values if np.all(values > 0) and np.all(np.isfinite(values)) else None
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What follows an HMX layer's dot products: per-channel ``scale`` (or None), and the
+    combined clamp bounds."""
+
+    scale: np.ndarray | None = None
+    low: float = -math.inf
+    high: float = math.inf
+
+
+def epilogue(ops: list[Operator]) -> Epilogue:
+    scale, low, high = None, -math.inf, math.inf
+    for prev, op in zip(ops, ops[1:]):
+        if op.op == "MUL":
+            scale = channel_scale(prev.output, op)
+        elif op.op == "CLAMP":
+            low, high = max(low, op.min_val), min(high, op.max_val)
+    return Epilogue(scale, low, high)
 
 
 class Lowering:
@@ -143,7 +173,22 @@ class Lowering:
         return Lowered(p, layers, self.where, inputs, outputs, self.vtcm.peak)
 
     # -- graph inputs and outputs ----------------------------------------------------------------
+    def _constants(self) -> None:
+        """Float constants read by HVX operators: FP16 in DDR, brought into VTCM at the start."""
+        for op in self.graph:
+            if op.op in HMX_OPS:
+                continue
+            for t in op.inputs:
+                if t.is_const and t.dtype.is_float and t.name not in self.where:
+                    with np.errstate(over="ignore"):
+                        data = np.asarray(t.data).astype(np.float16)
+                    addr = self.ddr.alloc(data.nbytes, f"constant {t.name}", VECTOR_BYTES)
+                    self.program.place("ddr", addr, data, t.name)
+                    self.where[t.name] = self._alloc(t)
+                    self.program.dma_in(self.where[t.name], addr, data.nbytes, t.name)
+
     def _inputs(self) -> dict[str, int]:
+        self._constants()
         addrs = {}
         for t in self.graph.inputs:
             addrs[t.name] = self.ddr.alloc(t.nbytes, f"input {t.name}", VECTOR_BYTES)
@@ -210,22 +255,23 @@ class Lowering:
             VECTOR[op.op](self, op, out)
 
     def _prepare(self, layer: Layer) -> None:
-        op = layer.ops[0]
-        clamp = layer.ops[-1] if layer.ops[-1].op == "CLAMP" else None
-        for conv, weight, bias in _hmx_convs(op, relu=clamp is not None):
-            plan = C.choose(conv, self.timing)
+        ep = epilogue(layer.ops)
+        for conv, weight, bias in _hmx_convs(layer.ops[0]):
+            relu = ep.low == 0 and C.fits_fp16(bias)
+            plan = C.choose(replace(conv, relu=relu), self.timing)
             layer.plans.append(plan)
             self.prepared.setdefault(id(layer), []).append(
                 C.prepare(self.program, self.stream, plan, weight, bias, self.chunk_bytes,
-                          layer.name))
+                          layer.name, ep.scale))
 
     def _hmx(self, layer: Layer, out: int) -> None:
         op, x = layer.ops[0], self.where[layer.ops[0].inputs[0].name]
         prepared = self.prepared[id(layer)]
         step_in = math.prod(op.inputs[0].shape[1:]) * 2
         step_out = layer.output.size // op.inputs[0].shape[0] * 2
-        clamp = layer.ops[-1]
-        capped = clamp.op == "CLAMP" and clamp.max_val < FP16_MAX
+        ep = epilogue(layer.ops)
+        low = -math.inf if prepared[0].plan.conv.relu else ep.low
+        capped = low > -FP16_MAX or ep.high < FP16_MAX
         leaves = layer.output in self.graph.outputs and not capped
         for i, item in enumerate(prepared):  # one per batch
             y = out + i * step_out
@@ -237,10 +283,10 @@ class Lowering:
         if leaves:
             self.streamed.add(layer.output.name)
         if capped:
-            V.unary(self.program, "CLAMP", out, out, layer.output.size, 0.0, clamp.max_val)
+            V.unary(self.program, "CLAMP", out, out, layer.output.size, low, ep.high)
 
 
-def _hmx_convs(op: Operator, relu: bool):
+def _hmx_convs(op: Operator):
     """(Conv, weight, bias) per batch image of an HMX operator."""
     if op.op == "MATMUL":
         if not op.B.is_const:
@@ -249,7 +295,7 @@ def _hmx_convs(op: Operator, relu: bool):
         n, h, c = op.A.shape
         w = op.B.shape[2]
         b = op.const("B").astype(np.float64)
-        return [(C.Conv(1, h, c, w, relu=relu), b[i].T[:, None, None, :], np.zeros(w))
+        return [(C.Conv(1, h, c, w), b[i].T[:, None, None, :], np.zeros(w))
                 for i in range(n)]
     if not op.weight.is_const or not op.bias.is_const:
         raise ScheduleError(f"{op.op}[{op.name}]: weights and bias must be constants")
@@ -257,7 +303,7 @@ def _hmx_convs(op: Operator, relu: bool):
     depthwise = op.op == "DEPTHWISE_CONV2D"
     kernel = op.weight.shape[:2] if depthwise else op.weight.shape[1:3]
     conv = C.Conv(h, w, c, op.output.shape[3], tuple(kernel), tuple(op.stride), tuple(op.pad),
-                  tuple(op.dilation), depthwise, relu)
+                  tuple(op.dilation), depthwise)
     bias = np.broadcast_to(op.const("bias").astype(np.float64), (conv.k_out,))
     return [(conv, op.const("weight").astype(np.float64), bias)] * n
 
