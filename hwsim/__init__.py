@@ -5,6 +5,7 @@
     m.memory("vtcm").write(0x0, data)
     result = m.run("examples/hmx/basic_multiply.trace")
     print(result.cycles, result.seconds, result.stats["units"])
+    report = hwsim.estimate("model.tflite", "gap9", check=True)   # per-layer cycles, verdicts
 """
 
 from hwsim.targets import machine, targets
@@ -19,4 +20,11 @@ def load_graph(model, batch: int = 1):
     return load(model, batch)
 
 
-__all__ = ["machine", "targets", "load_graph", "__version__"]
+def estimate(model, target: str = "gap9", **options):
+    """Lower a model (a path or a ``hwsim.tosa.Graph``) onto ``target``, simulate it and return
+    the per-layer report (``hwsim.schedule.Report``); options as ``hwsim.schedule.estimate``."""
+    from hwsim.schedule import estimate as run
+    return run(model, target, **options)
+
+
+__all__ = ["machine", "targets", "load_graph", "estimate", "__version__"]

@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from hwsim.tosa.cli import register as register_model_commands
     register_model_commands(sub)
+    from hwsim.schedule.cli import register as register_schedule_commands
+    register_schedule_commands(sub)
     return parser
 
 

@@ -4,7 +4,8 @@ The engine is a decoupled unit: a transfer occupies it for ``setup_cycles`` (pro
 descriptor), then moves through the source and destination ports at their bandwidth and latency
 while the next transfer is set up; at most ``channels`` transfers are under way. The source is
 read when the transfer starts and the destination written when its last byte lands, so a program
-that reads the destination before waiting on the transfer sees the old bytes.
+that reads the destination before waiting on the transfer sees the old bytes. Timing-only runs
+(``engine.numerics`` false) move no bytes.
 """
 
 from __future__ import annotations
@@ -81,10 +82,13 @@ class Dma:
                               f"{self.unit.name} has no port to this space") from None
 
         def execute() -> Work:
-            data = copy.gather()
+            commit = None
+            if self.engine.numerics:
+                data = copy.gather()
+                commit = lambda: copy.scatter(data)               # noqa: E731
             return Work(cycles=self.setup_cycles,
                         transfers=((ports[0], copy.nbytes), (ports[1], copy.nbytes)),
-                        commit=lambda: copy.scatter(data))
+                        commit=commit)
 
         text = label or (f"dma {copy.src.name}:{copy.src_addr:#x} -> {copy.dst.name}:"
                          f"{copy.dst_addr:#x} {copy.nbytes}B")

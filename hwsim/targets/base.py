@@ -6,10 +6,15 @@ semantics. A subclass declares ``name``, ``PARAMS`` and its spaces, and implemen
 * ``parse(lines)``: instruction lines -> a program (a list of instruction objects), raising
   ``TraceSyntaxError``/``EncodingError``/``ProgramError`` before anything runs;
 * ``build(engine)``: the units and ports of one run, from ``self.timing`` (this run's parameters);
-* ``ops(program)``: the program as a stream of engine ops, in program order.
+* ``ops(program)``: the program as a stream of engine ops, in program order. It should read
+  the next instruction only after yielding every op of the previous one: ``run`` tags each op
+  with the index of the instruction last read (``Op.tag``), which schedulers use to attribute
+  time and bytes to layers.
 
 ``run`` does the rest the same way for every machine: directives, parameter overrides, setup,
-the engine, ``.store``/``.expect`` and the result.
+the engine, ``.store``/``.expect`` and the result. ``numerics=False`` runs the program for its
+timing only: machines read ``engine.numerics`` and skip their datapaths and data movement, at the
+same cost.
 """
 
 from __future__ import annotations
@@ -69,8 +74,10 @@ class Machine:
                               f"{', '.join(self.spaces)}") from None
 
     def run(self, trace: str | Path | Trace | list, params: dict[str, Any] | None = None,
-            record: bool = True, progress: Callable[[int, int], None] | None = None) -> Result:
-        """Run a trace (text, a path, a read ``Trace``, or a program list built in Python)."""
+            record: bool = True, progress: Callable[[int, int], None] | None = None,
+            numerics: bool = True, observe: Callable[[Op], None] | None = None) -> Result:
+        """Run a trace (text, a path, a read ``Trace``, or a program list built in Python).
+        ``numerics=False``: timing only; ``observe(op)`` sees each op as it is dispatched."""
         if isinstance(trace, list):
             trace, program = Trace("<program>", Path.cwd()), trace
         else:
@@ -94,9 +101,9 @@ class Machine:
         self.timing = timing
         try:
             engine = Engine(clock_hz=timing.clock_hz, record=record)
-            engine.progress = progress
+            engine.progress, engine.numerics, engine.observe = progress, numerics, observe
             self.build(engine)
-            engine.run(self.ops(program))
+            engine.run(self.ops(_numbered(program, engine)))
             result = collect(engine, self.name, len(program), self.peak_macs_per_cycle(),
                              PEAK_WINDOW_CYCLES)
         finally:
@@ -159,6 +166,13 @@ class Machine:
                     f"{differ.size} of {expected.size} bytes differ; first at {addr + i:#x}: "
                     f"expected {expected[i]:#04x}, found {found[i]:#04x}")
         return check
+
+
+def _numbered(program: list, engine: Engine) -> Iterator:
+    """The program's instructions, setting ``engine.tag`` to each one's index as it is read."""
+    for index, instr in enumerate(program):
+        engine.tag = index
+        yield instr
 
 
 def _read_file(token, base: Path, what: str) -> np.ndarray:

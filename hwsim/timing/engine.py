@@ -27,6 +27,13 @@ for its DMA reads stale data.
 
 Each op costs one simpy event for its occupancy (plus one per dependency stall); the front end only
 yields when a unit's queue is full. Same input, same event order, same cycles.
+
+Attribution: ``Engine.tag`` is stamped on every op dispatched while it is set (``Op.tag``; the
+machine base class sets it to the index of the program instruction being turned into ops), and
+each unit and port keeps the tags of its logged ops and transfers in ``tags``, parallel to
+``log``, so that a scheduler can total time and bytes per layer from one run. ``observe`` sees
+every op as it is dispatched (e.g. to wrap its commit). ``numerics`` tells machines whether to
+compute their datapaths or only to cost them (timing-only runs; the cycles must not change).
 """
 
 from __future__ import annotations
@@ -60,7 +67,7 @@ class Op:
     """One instruction (or state) on one unit. ``execute`` returns ``Work`` when the op starts."""
 
     __slots__ = ("unit", "execute", "label", "reads", "writes", "parts", "deps", "started_at",
-                 "ready_at", "_started", "args")
+                 "ready_at", "_started", "args", "tag")
 
     def __init__(self, unit: "Unit", execute: Callable[[], Work], label: str,
                  reads: tuple = (), writes: tuple = (), args: dict | None = None,
@@ -71,6 +78,7 @@ class Op:
         self.started_at: int | None = None
         self.ready_at: int | None = None
         self._started: simpy.Event | None = None
+        self.tag = None
 
 
 class Port:
@@ -84,8 +92,9 @@ class Port:
         self.bytes = 0
         self.busy_cycles = 0
         self.log: list[tuple[int, int, int]] = []  # (start, cycles, bytes)
+        self.tags: list = []                        # Op.tag of each log entry
 
-    def reserve(self, now: int, nbytes: int) -> tuple[int, int]:
+    def reserve(self, now: int, nbytes: int, tag=None) -> tuple[int, int]:
         """Reserve the pipe for ``nbytes`` from ``now``: (end of the slot, data arrival)."""
         start = max(now, self.free_at)
         cycles = max(1, math.ceil(nbytes / self.width)) if nbytes else 0
@@ -94,6 +103,7 @@ class Port:
         self.busy_cycles += cycles
         if nbytes:
             self.log.append((start, cycles, nbytes))
+            self.tags.append(tag)
         return start + cycles, start + cycles + self.latency
 
 
@@ -114,9 +124,10 @@ class Unit:
         self.ops = 0
         self.macs = 0
         self.log: list[tuple[int, int, str, dict | None]] = []  # (start, cycles, label, args)
+        self.tags: list = []                                     # Op.tag of each log entry
         self._work: simpy.Event | None = None
         self._space: simpy.Event | None = None
-        engine.env.process(self._serve())
+        self.process = engine.env.process(self._serve())
 
     def _stall(self, reason: str, cycles: int) -> None:
         if cycles > 0:
@@ -169,7 +180,7 @@ class Unit:
                     end += max(0, cycles)
             arrival = end
             for port, nbytes in work.transfers:
-                slot_end, data_at = port.reserve(start, nbytes)
+                slot_end, data_at = port.reserve(start, nbytes, op.tag)
                 if slot_end > end and not in_flight:
                     self._stall(f"port {port.name}", slot_end - end)
                     end = slot_end
@@ -186,6 +197,7 @@ class Unit:
             self.macs += work.macs
             if record:
                 self.log.append((start, end - start, op.label, op.args))
+                self.tags.append(op.tag)
             if work.commit is not None:
                 if ready == start:
                     work.commit()
@@ -234,6 +246,9 @@ class Engine:
         self._commits: list = []  # heap of (ready, sequence, commit)
         self._sequence = 0
         self._last_commit = 0
+        self.tag = None                 # stamped on ops dispatched from now on
+        self.observe: Callable[[Op], None] | None = None
+        self.numerics = True            # False: machines cost their datapaths without computing
 
     def unit(self, name: str, queue_depth: int = 1, peak_macs: float = 0.0,
              in_flight: int = 0) -> Unit:
@@ -272,6 +287,10 @@ class Engine:
         already met (a writer whose results are ready, a reader that started) are left out: time
         only moves forward."""
         deps, tracks, now = op.deps, self._tracks, self.env.now
+        if op.tag is None:
+            op.tag = self.tag
+        if self.observe is not None:
+            self.observe(op)
         for resource in op.reads:
             track = tracks[resource]
             if _unfinished(track.writer, now):
@@ -342,4 +361,20 @@ class Engine:
         stuck = [u.name for u in self.units.values() if u.queue]
         if stuck:
             raise HwsimError(f"internal: units {', '.join(stuck)} still hold ops at the end")
+        self._release()
         return int(self.env.now)
+
+    def _release(self) -> None:
+        """Break the reference cycles of a finished run (unit processes, units and engine, the
+        hooks), so that its ops and events go when the last reference does, without leaving
+        the cyclic collector tens of thousands of objects to trace."""
+        for unit in self.units.values():
+            unit.process._generator.close()
+            unit.process = unit._work = unit._space = None
+            unit.engine = None
+        # ops still on the scoreboard drop their closures, which may hold the machine
+        for track in self._tracks.values():
+            for op in [track.writer, *track.readers, *track.parts]:
+                if op is not None:
+                    op.execute = None
+        self.observe = self.progress = None

@@ -54,10 +54,11 @@ class Result:
     def seconds(self) -> float:
         return self.cycles / self.clock_hz
 
-    def write_timeline(self, path: str | Path) -> None:
-        """Chrome/Perfetto trace JSON: a track per unit, counter tracks for bandwidth/occupancy."""
+    def write_timeline(self, path: str | Path, spans=()) -> None:
+        """Chrome/Perfetto trace JSON: a track per unit, counter tracks for bandwidth/occupancy;
+        ``spans`` (name, start, cycles, args) are added as async slices."""
         from hwsim.traces.chrome import write_chrome
-        write_chrome(self, path)
+        write_chrome(self, path, spans)
 
     def to_json(self) -> dict[str, Any]:
         return {"machine": self.machine, "cycles": self.cycles, "clock_hz": self.clock_hz,

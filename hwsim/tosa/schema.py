@@ -50,14 +50,19 @@ class Schema:
 
     def attribute_table(self, op: str) -> str:
         """The attribute table of an operator: CONV2D -> Conv2dAttribute."""
-        key = op.replace("_", "").lower()
-        for table in self.union:
-            if table[:-len("Attribute")].lower() == key:
-                return table
-        raise ConfigError(f"the TOSA schema has no attribute table for operator {op}")
+        return _attribute_table(self.union, op)
 
     def fields(self, op: str) -> tuple[Field, ...]:
         return self.tables[self.attribute_table(op)]
+
+
+@functools.lru_cache(maxsize=None)
+def _attribute_table(union: tuple, op: str) -> str:
+    key = op.replace("_", "").lower()
+    for table in union:
+        if table[:-len("Attribute")].lower() == key:
+            return table
+    raise ConfigError(f"the TOSA schema has no attribute table for operator {op}")
 
 
 def _enum(body: str) -> tuple[dict[str, int], tuple[str, ...]]:

@@ -2,6 +2,7 @@
 
 One process per run, one thread track per unit with a slice per op, and counter tracks: bytes per
 cycle through each port and the busy fraction of each unit, averaged over windows of the run.
+``spans`` adds named intervals that may overlap (e.g. a scheduler's layers) as async slices.
 Timestamps are cycles: in the viewer, 1 us stands for 1 cycle (``otherData`` says so).
 """
 
@@ -16,7 +17,8 @@ from hwsim.traces.files import atomic_open
 COUNTER_BINS = 1000
 
 
-def write_chrome(result, path: str | Path) -> None:
+def write_chrome(result, path: str | Path, spans=()) -> None:
+    """``spans``: (name, start, cycles, args) intervals shown as async slices."""
     with atomic_open(path, "w") as fh:
         fh.write('{"displayTimeUnit": "ns", "otherData": ')
         json.dump({"machine": result.machine, "time_unit": "1 us in the viewer = 1 cycle",
@@ -39,6 +41,10 @@ def write_chrome(result, path: str | Path) -> None:
                 if args:
                     event["args"] = args
                 emit(event)
+        for n, (name, start, cycles, args) in enumerate(spans):
+            base = {"pid": 1, "cat": "span", "id": n, "name": name}
+            emit({**base, "ph": "b", "ts": start, "args": args or {}})
+            emit({**base, "ph": "e", "ts": start + cycles})
         span = max(result.cycles, 1)
         for port in result.ports:
             sums, width = binned(port.log, span, COUNTER_BINS)

@@ -40,12 +40,25 @@ def to_unsigned(weights: np.ndarray, bits: int) -> np.ndarray:
     return (w - weight_offset(bits)).astype(np.uint8)
 
 
+def _transpose8(groups: np.ndarray) -> np.ndarray:
+    """8x8 bit transposes: byte i bit j of each 8-byte group -> byte j bit i (the three
+    masked swaps of Hacker's Delight "transpose8", on little-endian 64-bit words)."""
+    x = np.ascontiguousarray(groups).view("<u8")
+    for mask, move, shift in ((0xAA55AA55AA55AA55, 0x00AA00AA00AA00AA, 7),
+                              (0xCCCC3333CCCC3333, 0x0000CCCC0000CCCC, 14),
+                              (0xF0F0F0F00F0F0F0F, 0x00000000F0F0F0F0, 28)):
+        m, s = np.uint64(move), np.uint64(shift)
+        x = (x & np.uint64(mask)) | ((x & m) << s) | ((x >> s) & m)
+    return x.view(np.uint8).reshape(groups.shape)
+
+
 def _planes(values: np.ndarray, bits: int) -> np.ndarray:
     """(..., channels) unsigned values -> (..., bits, channels/8) bytes, LSB first."""
     if values.size and int(values.max()) >> bits:
         raise ProgramError(f"weights do not fit {bits} unsigned bits")
-    planes = (values[..., None, :] >> np.arange(bits)[:, None]) & 1
-    return np.packbits(planes.astype(np.uint8), axis=-1, bitorder="little")
+    v = np.asarray(values, np.uint8)
+    planes = _transpose8(v.reshape(v.shape[:-1] + (v.shape[-1] // 8, 8)))   # (.., g, bit)
+    return np.moveaxis(planes[..., :bits], -1, -2)                          # (.., bit, g)
 
 
 def _unplanes(data: np.ndarray) -> np.ndarray:

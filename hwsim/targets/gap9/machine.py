@@ -8,6 +8,10 @@ order) and ``cluster`` (the 8 worker cores running one kernel at a time). Ports:
 contention between the masters is priced by ``tcdm.Traffic`` and shows as ``l1 contention``
 stalls, conflicts among the cores as ``l1 bank conflict`` stalls.
 
+Consecutive job register writes run as one controller op of their summed cost (the same cycles
+as one op each: they are back to back on the in-order controller); the op is attributed to the
+instruction after them.
+
 The NE16 job queue: two register contexts; a job's first register access acquires the context
 its commit will use, waiting while both are pending (the job two commits earlier has not
 ended); commit snapshots the context and queues the job. The job's first state reads its
@@ -30,7 +34,7 @@ from hwsim.targets.base import Machine
 from hwsim.targets.gap9 import kernels
 from hwsim.targets.gap9.ne16_datapath import run_job
 from hwsim.targets.gap9.ne16_job import Ne16Job
-from hwsim.targets.gap9.ne16_timing import job_states
+from hwsim.targets.gap9.ne16_timing import job_states, job_totals
 from hwsim.targets.gap9.params import PARAMS
 from hwsim.targets.gap9.tcdm import Traffic
 from hwsim.timing.engine import Engine, Op, Work
@@ -106,6 +110,8 @@ class Gap9(Machine):
         run = _Run(self)
         for instr in program:
             yield from run.step(instr)
+        if run.writes:
+            yield run.flush_writes()
 
 
 class _Run:
@@ -118,14 +124,17 @@ class _Run:
         self.jobs = 0
         self.acquired = False
         self.kernels = 0
-        self.handlers = {prog.DmaCopy: self.dma, prog.DmaWait: self.dma_wait,
-                         prog.Ne16Acquire: self.acquire, prog.Ne16Write: self.write,
-                         prog.Ne16Commit: self.commit, prog.Ne16Status: self.status,
-                         prog.Ne16Wait: self.ne16_wait, prog.Kernel: self.kernel,
-                         prog.Barrier: self.barrier}
+        self.writes: list[str] = []         # register writes not yet issued as an op
 
     def step(self, instr):
-        return self.handlers[type(instr)](instr)
+        if self.writes and type(instr) is not prog.Ne16Write:
+            yield self.flush_writes()
+        yield from HANDLERS[type(instr)](self, instr)
+
+    def flush_writes(self) -> Op:
+        names, self.writes = self.writes, []
+        return self.m._ctrl(f"ne16 {' '.join(names)}",
+                            len(names) * self.t.ctrl_reg_write_cycles)
 
     def dma(self, d: prog.DmaCopy):
         m, t, n = self.m, self.t, self.dma_count
@@ -172,7 +181,7 @@ class _Run:
             yield from self.acquire(w)
         reg = isa.BY_NAME[w.register]
         self.m.ne16_contexts[self.m.ne16_configuring][reg.index] = w.value
-        yield self.m._ctrl(f"ne16 {reg.name}", self.t.ctrl_reg_write_cycles)
+        self.writes.append(reg.name)
 
     def commit(self, c: prog.Ne16Commit):
         if not self.acquired:
@@ -223,28 +232,63 @@ class _Run:
         yield self.m._ctrl("barrier", self.t.barrier_cycles, reads=reads)
 
 
+# instruction -> _Run method (a class-level table: bound methods kept on the instance would make
+# a reference cycle through the machine and its run)
+HANDLERS = {prog.DmaCopy: _Run.dma, prog.DmaWait: _Run.dma_wait, prog.Ne16Acquire: _Run.acquire,
+            prog.Ne16Write: _Run.write, prog.Ne16Commit: _Run.commit,
+            prog.Ne16Status: _Run.status, prog.Ne16Wait: _Run.ne16_wait,
+            prog.Kernel: _Run.kernel, prog.Barrier: _Run.barrier}
+
+
 def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
-    """One op per NE16 state; the first computes the job, the last writes its outputs. The
-    job's MACs are spread over its matrix-vector states; the start latency is added to the first
-    state and the end latency to the last."""
+    """The ops of one job (parameter ``ne16_timeline``): one per NE16 state, or one for the
+    whole job. The first computes the job, the last writes its outputs."""
     t = m.timing
-    states = job_states(job, t)
-    mv_count = sum(s.name == "matrix-vector" for s in states)
-    share, extra = divmod(job.macs, mv_count)
-    start_cycles, end_cycles = t.ne16_start_cycles, t.ne16_end_cycles
     result = {}
 
     def compute() -> None:
+        if not m.engine.numerics:
+            return
         try:
             result["writes"] = run_job(job, m.spaces["l1"], t.ne16_bias_add, t.ne16_rounding)
         except HwsimError as exc:
             raise ProgramError(f"{loc}: {exc}") from None
 
     def write_back() -> None:
-        offsets, data = result["writes"]
-        m.spaces["l1"].data[offsets] = data
+        if "writes" in result:
+            offsets, data = result["writes"]
+            m.spaces["l1"].data[offsets] = data
         m.ne16_holding[ctx] = False
 
+    reads = (f"commit job {job.index}",)
+    writes = (f"ne16 job {job.index}", f"ne16 context {ctx}")
+    if t.ne16_timeline == "job":
+        yield _whole_job(m, job, compute, write_back, reads, writes)
+    else:
+        yield from _state_ops(m, job, compute, write_back, reads, writes)
+
+
+def _whole_job(m: Gap9, job: Ne16Job, compute, write_back, reads, writes) -> Op:
+    t = m.timing
+    totals = job_totals(job, t)
+    cycles = t.ne16_start_cycles + totals.cycles + t.ne16_end_cycles
+
+    def execute() -> Work:
+        compute()
+        stall = m.traffic.conflicts_mixed("ne16", m.engine.env.now, cycles, totals.accesses)
+        return Work(cycles, transfers=((m.ne16_port, totals.l1_bytes),), macs=job.macs,
+                    stalls={"l1 contention": stall} if stall else None, commit=write_back)
+    return Op(m.ne16, execute, f"job {job.index}", reads, writes, args={"job": job.index})
+
+
+def _state_ops(m: Gap9, job: Ne16Job, compute, write_back, reads, writes):
+    """One op per NE16 state. The job's MACs are spread over its matrix-vector states; the
+    start latency is added to the first state and the end latency to the last."""
+    t = m.timing
+    states = job_states(job, t)
+    mv_count = sum(s.name == "matrix-vector" for s in states)
+    share, extra = divmod(job.macs, mv_count)
+    start_cycles, end_cycles = t.ne16_start_cycles, t.ne16_end_cycles
     last_index = len(states) - 1
     for n, state in enumerate(states):
         first, last = n == 0, n == last_index
@@ -261,7 +305,5 @@ def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
             return Work(cycles, transfers=((m.ne16_port, state.l1_bytes),), macs=macs,
                         stalls={"l1 contention": stall} if stall else None,
                         commit=write_back if last else None)
-        reads = (f"commit job {job.index}",) if first else ()
-        writes = (f"ne16 job {job.index}", f"ne16 context {ctx}") if last else ()
-        yield Op(m.ne16, execute, f"job {job.index} {state.name}", reads, writes,
-                 args={"job": job.index})
+        yield Op(m.ne16, execute, f"job {job.index} {state.name}", reads if first else (),
+                 writes if last else (), args={"job": job.index})

@@ -23,9 +23,15 @@ selects ``none`` (that) or ``config0`` (add 2^(shift-1) when CONFIG0.no_round is
 
 The inner products run in a numba kernel with 32-bit wrapping arithmetic; ``*_np`` twins with
 the same signatures compute the same in int64 numpy.
+
+Every address a job touches is its pointer register plus an offset that depends only on the
+other registers, so the offsets, masks and store order are worked out once per job signature
+(``Ne16Job.signature``) and reused by the tiles of a layer; the bytes are read every time.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numba
 import numpy as np
@@ -91,6 +97,52 @@ def _fetch(space: AddressSpace, addr: np.ndarray, what: str, job: Ne16Job) -> np
     return space.data[off]
 
 
+class _Plans(dict):
+    """Per-signature results, bounded (cleared when ``limit`` entries are held)."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+
+    def get_or(self, key, make):
+        found = self.get(key)
+        if found is None:
+            if len(self) >= self.limit:
+                self.clear()
+            found = self[key] = make()
+        return found
+
+
+_PLANS = _Plans(2048)
+_WEIGHTS = _Plans(64)        # effective weights by their bytes: a few layers' worth
+
+
+@dataclass(frozen=True)
+class _Gather:
+    """Bytes at ``pointer + offsets`` (flat), scattered to ``index`` of an array of ``shape``."""
+
+    shape: tuple
+    offsets: np.ndarray
+    index: np.ndarray
+    lo: int
+    hi: int
+
+    @staticmethod
+    def of(shape: tuple, offsets: np.ndarray, index: np.ndarray) -> "_Gather":
+        lo = int(offsets.min()) if offsets.size else 0
+        hi = int(offsets.max()) if offsets.size else 0
+        return _Gather(shape, offsets, index, lo, hi)
+
+    def read(self, space: AddressSpace, pointer: int, what: str, job: Ne16Job) -> np.ndarray:
+        out = np.zeros(self.shape, np.uint8)
+        if self.offsets.size:
+            off = pointer - space.base
+            if off + self.lo < 0 or off + self.hi >= space.size:
+                _fetch(space, pointer + self.offsets, what, job)       # raises the fault
+            out.reshape(-1)[self.index] = space.data[off + self.offsets]
+        return out
+
+
 def _grid(*sizes: int) -> list[np.ndarray]:
     """Index arrays broadcastable against each other, one axis per size."""
     return list(np.ix_(*[np.arange(s) for s in sizes]))
@@ -102,10 +154,17 @@ def _sizes(job: Ne16Job, fn, count: int) -> np.ndarray:
 
 def input_buffers(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
     """Input buffers of every patch and k_in subtile: uint8 [I, J, KI, B, B, 16]."""
+    gather, explicit, pad = _PLANS.get_or(("input", job.signature), lambda: _input_plan(job))
+    buf = gather.read(l1, job.reg("INFEAT_PTR"), "input", job)
+    buf.reshape(-1)[explicit] = pad
+    return buf
+
+
+def _input_plan(job: Ne16Job) -> tuple:
     nb_i, nb_j, nb_k, side = job.nb_ho, job.nb_wo, job.nb_ki, job.buffer
     i, j, k, r, c, b = _grid(nb_i, nb_j, nb_k, side, side, TP_IN)
     d0, d1 = job.reg("INFEAT_D0_STRIDE"), job.reg("INFEAT_D1_STRIDE")
-    addr = job.reg("INFEAT_PTR") + (PATCH * i + r) * d1 + (PATCH * j + c) * d0 + TP_IN * k + b
+    addr = (PATCH * i + r) * d1 + (PATCH * j + c) * d0 + TP_IN * k + b
     rows_ok = r < _sizes(job, job.h_in, nb_i)[i]
     cols_ok = c < _sizes(job, job.w_in, nb_j)[j]
     bytes_ok = b < _sizes(job, job.k_in_bytes, nb_k)[k]
@@ -115,24 +174,29 @@ def input_buffers(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
     explicit = np.broadcast_to(explicit & rows_ok & cols_ok & bytes_ok, addr.shape)
     # bytes under explicit padding are fetched and discarded by the hardware; not fetching
     # them keeps a tensor at the edge of L1 from faulting
-    loaded = np.broadcast_to(rows_ok & cols_ok & bytes_ok, addr.shape) & ~explicit
-    buf = np.zeros(addr.shape, np.uint8)
-    buf[loaded] = _fetch(l1, np.broadcast_to(addr, loaded.shape)[loaded], "input", job)
+    loaded = (np.broadcast_to(rows_ok & cols_ok & bytes_ok, addr.shape) & ~explicit).reshape(-1)
     value = p["value"]
     pad_byte = np.where(b % 2 == 1, value >> 8, value & 0xFF) if job.mode16 else value & 0xFF
-    buf[explicit] = np.broadcast_to(np.asarray(pad_byte, np.uint8), buf.shape)[explicit]
-    return buf
+    pad = np.broadcast_to(np.asarray(pad_byte, np.uint8), addr.shape).reshape(-1)
+    where = np.flatnonzero(explicit.reshape(-1))
+    loaded_at = np.flatnonzero(loaded)
+    return (_Gather.of(addr.shape, np.broadcast_to(addr, addr.shape).reshape(-1)[loaded_at],
+                       loaded_at), where, pad[where])
 
 
 def linear_inputs(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
     """Linear mode input words: uint8 [KI, vectors, 16]."""
+    gather = _PLANS.get_or(("linear", job.signature), lambda: _linear_plan(job))
+    return gather.read(l1, job.reg("INFEAT_PTR"), "input", job)
+
+
+def _linear_plan(job: Ne16Job) -> _Gather:
     per = 32 if job.mode16 else 16
     k, n, b = _grid(job.nb_ki, per, TP_IN)
-    addr = job.reg("INFEAT_PTR") + k * per * TP_IN + n * job.reg("INFEAT_D0_STRIDE") + b
+    addr = k * per * TP_IN + n * job.reg("INFEAT_D0_STRIDE") + b
     loaded = np.broadcast_to(n < _sizes(job, job.linear_vectors, job.nb_ki)[k], addr.shape)
-    x = np.zeros(addr.shape, np.uint8)
-    x[loaded] = _fetch(l1, np.broadcast_to(addr, loaded.shape)[loaded], "input", job)
-    return x
+    at = np.flatnonzero(loaded.reshape(-1))
+    return _Gather.of(addr.shape, np.broadcast_to(addr, addr.shape).reshape(-1)[at], at)
 
 
 # bit i of byte v, LSB first: spreads a byte of a bit-plane over its 8 channels
@@ -147,37 +211,44 @@ def _bits_to_values(planes: np.ndarray) -> np.ndarray:
     return out
 
 
-def stored_weights(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
-    """Unsigned weights as the streamer reads them.
-
-    3x3 / 1x1: [KO*32, KI, taps, channels]; depthwise: [KO*16, 9]; linear: [KO*32, KI*256].
-    Channels of output subtiles past their remainder read as zero (they are not fetched).
-    """
+def _weight_plan(job: Ne16Job) -> _Gather:
     qw, d0, d1 = job.weight_bits, job.reg("WEIGHTS_D0_STRIDE"), job.reg("WEIGHTS_D1_STRIDE")
-    base, tp = job.reg("WEIGHTS_PTR"), job.tp_out
+    tp = job.tp_out
     valid = (np.arange(job.nb_ko * tp) % tp) < np.repeat(_sizes(job, job.k_out_lim, job.nb_ko), tp)
     if job.linear:
         ko, kk, ki, bit, byte = _grid(job.nb_ko, tp, job.nb_ki, qw, 32)
-        addr = (base + ko * job.reg("WEIGHTS_D2_STRIDE") + ki * 32 + kk * d1 + bit * d0 + byte)
+        addr = ko * job.reg("WEIGHTS_D2_STRIDE") + ki * 32 + kk * d1 + bit * d0 + byte
     elif job.depthwise:
         ko, bit, tap, byte = _grid(job.nb_ko, qw, 9, 2)
-        addr = base + ko * qw * 18 + bit * d0 + tap * 2 + byte
+        addr = ko * qw * 18 + bit * d0 + tap * 2 + byte
+        flat = np.broadcast_to(addr, addr.shape).reshape(-1)
+        return _Gather.of(addr.shape, flat, np.arange(flat.size))
     else:
         bpp = 1 if job.mode16 else 2
         ko, kk, ki, bit, tap, byte = _grid(job.nb_ko, tp, job.nb_ki, qw, job.taps, bpp)
         plane = d0 if not job.pointwise else bpp           # 1x1 reads all planes in one word
-        addr = (base + (ko * tp * job.nb_ki * qw + ki * qw) * job.taps * bpp + kk * d1
+        addr = ((ko * tp * job.nb_ki * qw + ki * qw) * job.taps * bpp + kk * d1
                 + bit * plane + tap * bpp + byte)
-    if job.depthwise:
-        raw = _fetch(l1, addr, "weights", job)                       # [KO, qw, 9, 2]
-        values = _bits_to_values(raw.transpose(0, 2, 1, 3))           # [KO, 9, 16]
-        return values.transpose(0, 2, 1).reshape(-1, 9) * valid[:, None]
     shape = addr.shape
     keep = np.broadcast_to(valid.reshape(job.nb_ko, tp).reshape(
-        (job.nb_ko, tp) + (1,) * (len(shape) - 2)), shape)
-    raw = np.zeros(shape, np.uint8)
-    raw[keep] = _fetch(l1, np.broadcast_to(addr, shape)[keep], "weights", job)
-    raw = raw.reshape((job.nb_ko * tp,) + shape[2:])
+        (job.nb_ko, tp) + (1,) * (len(shape) - 2)), shape).reshape(-1)
+    at = np.flatnonzero(keep)
+    return _Gather.of(shape, np.broadcast_to(addr, shape).reshape(-1)[at], at)
+
+
+def _weight_values(job: Ne16Job, raw: np.ndarray) -> np.ndarray:
+    """Unsigned weights from the bytes the streamer reads (``_weight_plan``).
+
+    3x3 / 1x1: [KO*32, KI, taps, channels]; depthwise: [KO*16, 9]; linear: [KO*32, KI*256].
+    Channels of output subtiles past their remainder read as zero (they are not fetched).
+    """
+    tp = job.tp_out
+    if job.depthwise:                                                 # [KO, qw, 9, 2]
+        valid = (np.arange(job.nb_ko * tp) % tp) < np.repeat(
+            _sizes(job, job.k_out_lim, job.nb_ko), tp)
+        values = _bits_to_values(raw.transpose(0, 2, 1, 3))           # [KO, 9, 16]
+        return values.transpose(0, 2, 1).reshape(-1, 9) * valid[:, None]
+    raw = raw.reshape((job.nb_ko * tp,) + raw.shape[2:])
     if job.linear:                                                    # [K, KI, qw, 32]
         return _bits_to_values(raw).reshape(job.nb_ko * tp, -1)
     return _bits_to_values(raw.transpose(0, 1, 3, 2, 4))              # [K, KI, taps, ch]
@@ -200,6 +271,14 @@ def effective_weights(job: Ne16Job, stored: np.ndarray) -> np.ndarray:
     return w.astype(np.uint32).view(np.int32) if w.size else w.astype(np.int32)
 
 
+def _effective(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
+    """``effective_weights`` of the weights in L1, reused while their bytes are unchanged."""
+    gather = _PLANS.get_or(("weights", job.signature), lambda: _weight_plan(job))
+    raw = gather.read(l1, job.reg("WEIGHTS_PTR"), "weights", job)
+    return _WEIGHTS.get_or((job.signature, raw.tobytes()),
+                           lambda: effective_weights(job, _weight_values(job, raw)))
+
+
 def _as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
     """Input bytes (..., 16) as unsigned channels: uint8, or uint16 pairs in 16-bit mode."""
     return np.ascontiguousarray(x).view("<u2") if mode16 else x
@@ -208,7 +287,7 @@ def _as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
 def accumulate(job: Ne16Job, l1: AddressSpace, kernels=None) -> np.ndarray:
     """The 32-bit accumulators of every output position: int32 [positions, KO * tp]."""
     gemm, depthwise = kernels or (gemm_wrap32, depthwise_wrap32)
-    w = effective_weights(job, stored_weights(job, l1))
+    w = _effective(job, l1)
     if job.linear:
         x = _as_channels(linear_inputs(job, l1), job.mode16).reshape(1, -1)
         return gemm(np.ascontiguousarray(x), np.ascontiguousarray(w[:, :x.shape[1]]))
@@ -234,6 +313,11 @@ def accumulate(job: Ne16Job, l1: AddressSpace, kernels=None) -> np.ndarray:
 def output_addresses(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
     """Start address of every (position, channel) value of ``nbytes`` bytes, and whether the
     streamer writes it: ([positions, K], [positions, K])."""
+    rel, ok = _PLANS.get_or(("out", job.signature, nbytes), lambda: _output_plan(job, nbytes))
+    return job.reg("OUTFEAT_PTR") + rel, ok
+
+
+def _output_plan(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
     tp, d0 = job.tp_out, job.reg("OUTFEAT_D0_STRIDE")
     d1, d2 = job.reg("OUTFEAT_D1_STRIDE"), job.reg("OUTFEAT_D2_STRIDE")
     per_word = max(1, 32 // nbytes)
@@ -243,15 +327,14 @@ def output_addresses(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]
     chan_off = ko * tp * nbytes + lane
     k_ok = kk < _sizes(job, job.k_out_lim, job.nb_ko)[ko]
     if job.linear:
-        return (job.reg("OUTFEAT_PTR") + chan_off)[None, :], k_ok[None, :]
+        return chan_off[None, :], k_ok[None, :]
     i, j, p = _grid(job.nb_ho, job.nb_wo, 9)
     pos = (PATCH * i + _PIX_R[p]) * d2 + (PATCH * j + _PIX_C[p]) * d1
     pos_ok = (_PIX_R[p] < _sizes(job, job.h_out, job.nb_ho)[i]) & \
              (_PIX_C[p] < _sizes(job, job.w_out, job.nb_wo)[j])
     if job.strided:
         pos_ok = pos_ok & _STRIDED[p]
-    addr = job.reg("OUTFEAT_PTR") + pos.reshape(-1, 1) + chan_off[None, :]
-    return addr, pos_ok.reshape(-1, 1) & k_ok[None, :]
+    return pos.reshape(-1, 1) + chan_off[None, :], pos_ok.reshape(-1, 1) & k_ok[None, :]
 
 
 def _wrap(values: np.ndarray, bits: int) -> np.ndarray:
@@ -260,14 +343,19 @@ def _wrap(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _norm_param(job, l1, pointer: str, nbytes: int, signed: bool = False) -> np.ndarray:
+    gather = _PLANS.get_or(("norm", job.signature, nbytes), lambda: _norm_plan(job, nbytes))
+    raw = gather.read(l1, job.reg(pointer), pointer.lower().replace("_ptr", ""), job)
+    values = (raw.astype(np.int64) << (8 * np.arange(nbytes))).sum(axis=1)
+    return _wrap(values, 8 * nbytes) if signed else values
+
+
+def _norm_plan(job: Ne16Job, nbytes: int) -> _Gather:
     tp = job.tp_out
     k = np.arange(job.nb_ko * tp)
     valid = (k % tp) < np.repeat(_sizes(job, job.k_out_lim, job.nb_ko), tp)
-    addr = job.reg(pointer) + k[valid, None] * nbytes + np.arange(nbytes)
-    raw = np.zeros((k.size, nbytes), np.uint8)
-    raw[valid] = _fetch(l1, addr, pointer.lower().replace("_ptr", ""), job)
-    values = (raw.astype(np.int64) << (8 * np.arange(nbytes))).sum(axis=1)
-    return _wrap(values, 8 * nbytes) if signed else values
+    index = (np.flatnonzero(valid)[:, None] * nbytes + np.arange(nbytes)).reshape(-1)
+    offsets = (k[valid, None] * nbytes + np.arange(nbytes)).reshape(-1)
+    return _Gather.of((k.size, nbytes), offsets, index)
 
 
 def normquant(job: Ne16Job, l1: AddressSpace, acc: np.ndarray, bias_add: str,
@@ -313,23 +401,32 @@ def run_job(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: st
         acc = streamin(job, l1, acc)
     values = normquant(job, l1, acc, bias_add, rounding)
     nbytes = job.out_bits // 8 if job.quant else 4
-    addr, ok = output_addresses(job, nbytes)
-    def streamer_order(a):             # k_out subtile, then position, then channel
-        return a.reshape(a.shape[0], job.nb_ko, -1).transpose(1, 0, 2)
-    addr, ok, values = streamer_order(addr), streamer_order(ok), streamer_order(values)
-    addr = (addr[ok][:, None] + np.arange(nbytes)).reshape(-1)
-    # in-range values: their low bytes, little-endian, are the stored bytes
-    data = values[ok].astype(f"<u{nbytes}").view(np.uint8)
-    off = addr - l1.base
-    if off.size and (off.min() < 0 or off.max() >= l1.size):
-        bad = int(addr[np.argmax((off < 0) | (off >= l1.size))])
+    elements, rel, keep = _PLANS.get_or(("stores", job.signature, nbytes),
+                                        lambda: _store_plan(job, nbytes))
+    off = job.reg("OUTFEAT_PTR") - l1.base + rel
+    if off.size and (off[0] + rel.min() - rel[0] < 0 or off[0] + rel.max() - rel[0] >= l1.size):
+        bad = int(l1.base + off[np.argmax((off < 0) | (off >= l1.size))])
         raise MemoryFault(l1.name, bad, 1, f"ne16 job {job.index} writes its output outside "
                                            f"{l1.base:#x}..{l1.end:#x}")
-    # keep the last store to each byte (numpy does not order repeated fancy assignments)
-    seen = np.zeros(l1.size, bool)
-    seen[off] = True
-    if np.count_nonzero(seen) == off.size:
-        return off, data
-    _, last = np.unique(off[::-1], return_index=True)
-    keep = off.size - 1 - last
-    return off[keep], data[keep]
+    # in-range values: their low bytes, little-endian, are the stored bytes
+    data = values.reshape(-1)[elements].astype(f"<u{nbytes}").view(np.uint8)
+    return (off, data) if keep is None else (off, data[keep])
+
+
+def _store_plan(job: Ne16Job, nbytes: int) -> tuple:
+    """The written elements in streamer order (k_out subtile, position, channel), the offset
+    of each byte they write from OUTFEAT_PTR, and which bytes survive (the last store to a
+    byte wins; None: no byte is written twice)."""
+    rel, ok = _output_plan(job, nbytes)
+    order = np.arange(ok.size).reshape(ok.shape)
+
+    def streamer_order(a):
+        return a.reshape(a.shape[0], job.nb_ko, -1).transpose(1, 0, 2)
+    rel, ok, order = streamer_order(rel), streamer_order(ok), streamer_order(order)
+    elements = order[ok]
+    offsets = (rel[ok][:, None] + np.arange(nbytes)).reshape(-1)
+    _, last = np.unique(offsets[::-1], return_index=True)
+    if last.size == offsets.size:
+        return elements, offsets, None
+    keep = np.sort(offsets.size - 1 - last)
+    return elements, offsets[keep], keep

@@ -30,6 +30,13 @@ def _signed32(value: int) -> int:
     return value - (1 << 32) if value >> 31 else value
 
 
+# Register indices of the pointers: a job's geometry, modes and costs do not depend on them, so
+# jobs that differ only in pointers (the tiles of one layer) share one decoding.
+POINTERS = frozenset(r.index for r in isa.REGISTERS if r.name.endswith("_PTR"))
+_DECODED: dict = {}
+_CACHE_LIMIT = 4096
+
+
 @dataclass(frozen=True)
 class Ne16Job:
     """A decoded job; ``regs`` are the 24 register words in REGISTERS order."""
@@ -38,6 +45,19 @@ class Ne16Job:
     index: int = 0
 
     def __post_init__(self):
+        signature = tuple(0 if i in POINTERS else v for i, v in enumerate(self.regs))
+        object.__setattr__(self, "signature", signature)
+        values = _DECODED.get(signature)
+        if values is None:
+            values = self._decode()
+            if len(_DECODED) >= _CACHE_LIMIT:
+                _DECODED.clear()
+            _DECODED[signature] = values
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def _decode(self) -> dict:
+        """The fields and the checks, for a job signature seen for the first time."""
         get = self._get
         c = isa.CONFIG0.decode(self.regs[isa.BY_NAME["CONFIG0"].index])
         pad = isa.PADDING.decode(get("PADDING"))
@@ -53,6 +73,8 @@ class Ne16Job:
         for name, value in values.items():
             object.__setattr__(self, name, value)
         self._check()
+        values["useful_macs"] = self._count_macs()
+        return values
 
     def _get(self, name: str) -> int:
         return self.regs[isa.BY_NAME[name].index]
@@ -138,6 +160,9 @@ class Ne16Job:
     @property
     def macs(self) -> int:
         """Useful multiply-accumulates (valid channels, taps and output pixels)."""
+        return self.useful_macs
+
+    def _count_macs(self) -> int:
         if self.linear:
             k_in = sum(self.linear_vectors(k) for k in range(self.nb_ki)) * self.channels_in
         else:

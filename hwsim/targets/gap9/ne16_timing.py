@@ -15,10 +15,14 @@ one 4-byte scale word per iteration (``norm_bits`` iterations) and 4 bias words;
 writes one word per output pixel (8-bit) or one 32-byte word per 8 channels (32-bit), visiting
 disabled positions too. 1x1 streamout is padded to ``ne16_1x1_slots``. GVSoC's 1x1 streamout
 formula can go negative for 32-bit output; here the padding is ``max(stores, slots)``.
+
+``job_totals`` adds up the same states without listing them (each distinct state once, times
+how often it occurs), for machines that run a whole job as one engine op.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from hwsim.targets.gap9.ne16_job import TP_IN, Ne16Job
@@ -129,3 +133,64 @@ def job_states(job: Ne16Job, t) -> list[State]:
                 states.append(state(_normquant, k_out))
             states.append(state(_streamout, rows, cols, k_out))
     return states
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A job's states added up: cycles, L1 bytes, and the streamer accesses by their width
+    (``{words per access: accesses}``), for pricing contention over the whole job."""
+
+    cycles: int
+    l1_bytes: int
+    accesses: dict
+
+
+_TOTALS: dict = {}
+
+
+def job_totals(job: Ne16Job, t) -> Totals:
+    """The sum of ``job_states(job, t)``, from the distinct states and their counts (cached
+    per job signature and cost parameters: the tiles of a layer share one)."""
+    costs = _Costs(t)
+    key = (job.signature, tuple(getattr(costs, n) for n in _Costs.NAMES))
+    found = _TOTALS.get(key)
+    if found is None:
+        if len(_TOTALS) >= 4096:
+            _TOTALS.clear()
+        found = _TOTALS[key] = _totals(job, costs)
+    return found
+
+
+def _totals(job: Ne16Job, costs) -> Totals:
+    counts: Counter = Counter()
+    if job.linear:
+        patches = Counter({(job.h_out(0), job.w_out(0), 0, 0): 1})
+    else:
+        rows = Counter((job.h_out(i), job.h_in(i)) for i in range(job.nb_ho))
+        cols = Counter((job.w_out(j), job.w_in(j)) for j in range(job.nb_wo))
+        patches = Counter({(ho, wo, hi, wi): m * n for (ho, hi), m in rows.items()
+                           for (wo, wi), n in cols.items()})
+    k_outs = Counter((job.k_out_lim(ko), job.k_in_bytes(ko) if job.depthwise else 0)
+                     for ko in range(job.nb_ko))
+    loads = Counter(job.linear_vectors(ki) if job.linear else job.k_in_bytes(ki)
+                    for ki in range(job.k_in_subtiles))
+    for (k_out, dw_width), n_ko in k_outs.items():
+        for (rows_out, cols_out, rows_in, cols_in), n_patch in patches.items():
+            n = n_ko * n_patch
+            if job.streamin:
+                counts[_streamin(job, costs, rows_out, cols_out, k_out)] += n
+            for size, n_ki in loads.items():
+                if job.linear:
+                    counts[_load(job, costs, size, TP_IN)] += n * n_ki
+                else:
+                    width = dw_width if job.depthwise else size
+                    counts[_load(job, costs, rows_in * cols_in, width)] += n * n_ki
+                counts[_matrixvec(job, costs, k_out)] += n * n_ki
+            if job.quant:
+                counts[_normquant(job, costs, k_out)] += n
+            counts[_streamout(job, costs, rows_out, cols_out, k_out)] += n
+    accesses: Counter = Counter()
+    for state, n in counts.items():
+        accesses[state.words_per_access] += state.accesses * n
+    return Totals(sum(s.cycles * n for s, n in counts.items()),
+                  sum(s.l1_bytes * n for s, n in counts.items()), dict(accesses))

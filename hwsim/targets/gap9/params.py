@@ -72,6 +72,10 @@ PARAMS = ParamTable([
           "depthwise)"),
     Param("ne16_end_cycles", 1, "cycles", "GVSoC ne16_fsm.cpp: END state latency 1"),
     Param("ne16_1x1_slots", 9, "accesses", "FACTS/GVSoC: 1x1 load and streamout padded to 9 slots"),
+    Param("ne16_timeline", "state", "", "assumption: 'state' runs one engine op per controller "
+          "state (the GVSoC timeline); 'job' one op per job costing the same states added up, "
+          "with L1 contention priced over the whole job (fewer events, for model estimates)",
+          choices=("state", "job")),
     # -- NE16 numerics readings (see ne16_datapath) ---------------------------------------------
     Param("ne16_bias_add", "wrap", "", "RTL ne16_normquant_bias.sv: 32-bit adder, no saturation "
           "(FACTS reads 'saturate to int32', a no-op in the pulp-nnx model)", kind="arch",

@@ -112,6 +112,10 @@ class Traffic:
     def conflicts(self, master: str, start: int, cycles: int, accesses: int,
                   words_per_access: float) -> int:
         """Expected conflict cycles of an op starting now; records its own traffic."""
+        return self.conflicts_mixed(master, start, cycles, {words_per_access: accesses})
+
+    def conflicts_mixed(self, master: str, start: int, cycles: int, pattern: dict) -> int:
+        """``conflicts`` for an op making accesses of several widths: ``{words: accesses}``."""
         # ops start in time order, so traffic that ended before this op can go
         self.intervals = [iv for iv in self.intervals if iv[1] > start]
         end = start + max(cycles, 1)
@@ -122,6 +126,7 @@ class Traffic:
         stall = 0
         if other:
             rho = other / max(cycles, 1)
-            stall = int(round(accesses * min(1.0, words_per_access * rho / self.banks)))
-        self.record(master, start, cycles + stall, accesses * words_per_access)
+            stall = int(round(sum(n * min(1.0, words * rho / self.banks)
+                                  for words, n in pattern.items())))
+        self.record(master, start, cycles + stall, sum(w * n for w, n in pattern.items()))
         return stall

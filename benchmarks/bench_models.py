@@ -1,0 +1,206 @@
+"""How fast the scheduler estimates whole models, against the TOSA reference model's own speed.
+
+    PYTHONPATH=. python benchmarks/bench_models.py [--repeat 5] [--targets gap9]
+
+For each model (the four int8 MLPerf Tiny models in ../shared/models, else their synthetic
+look-alikes) and each target with a scheduler:
+
+* ``warm_s``: wall time of ``estimate(..., check=True)`` (lower, simulate, attribute, judge every
+  layer and the outputs) with the numba cache warm: the median of ``--repeat`` runs after one
+  warm-up in this process; ``phases_s`` splits it;
+* ``cold_s``: the same call in a fresh subprocess with an empty ``NUMBA_CACHE_DIR`` (numba
+  compiles every kernel), and ``cold_process_s`` the whole subprocess (imports too);
+* ``peak_mb``: the subprocess's peak resident memory (ru_maxrss);
+* ``reference_s``: the official TOSA reference model running the same graph on the same input
+  (``hwsim.tosa.reference.run_graph``), measured in the same process, each reference run
+  right before an estimate run so that both see the same machine load; ``ratio`` is the median
+  of the paired ratios estimate / reference (the aim is 5 or less);
+* ``timing_only_s`` and ``numerics_speedup``: ``estimate`` without ``check`` with and without
+  the datapaths (``numerics=False``), and their ratio.
+
+``--conformance`` also runs tosa-tools' generated operator tests (int8/int16/int32 positive
+tests of the operators the lowering supports, small shapes) through each target's system under
+test (``hwsim.tosa.sut``) and counts the verdicts.
+
+Results are printed and saved in benchmarks/results/models.json: one row per (target, model),
+so other targets add rows to the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from hwsim.schedule import LOWERINGS, estimate  # noqa: E402
+from hwsim.tosa import load_graph  # noqa: E402
+from hwsim.tosa.models import model, sample_input  # noqa: E402
+from hwsim.tosa.reference import run_graph  # noqa: E402
+from hwsim.traces.files import atomic_write_text  # noqa: E402
+
+MODELS = ROOT.parent / "shared" / "models"
+REAL = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1", "resnet8_int8": "resnet8",
+        "ad01_int8": "autoencoder"}
+COLD = """
+import resource, sys, time
+start = time.perf_counter()
+from hwsim.schedule import estimate
+from hwsim.tosa import load_graph
+import numpy as np
+graph = load_graph(sys.argv[1]) if sys.argv[1].endswith(".tflite") else None
+if graph is None:
+    from hwsim.tosa.models import model
+    graph = model(sys.argv[1])
+x = np.load(sys.argv[3])
+t = time.perf_counter()
+estimate(graph, sys.argv[2], check=True, inputs=x)
+call = time.perf_counter() - t
+print(call, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def cold(source: str, target: str, x: np.ndarray) -> dict:
+    with tempfile.TemporaryDirectory(prefix="hwsim-bench-") as tmp:
+        np.save(Path(tmp) / "x.npy", x)
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba"),
+               "PYTHONPATH": str(ROOT)}
+        out = subprocess.run([sys.executable, "-c", COLD, source, target,
+                              str(Path(tmp) / "x.npy")], capture_output=True, text=True,
+                             env=env, check=True)
+    call, process, rss_kb = out.stdout.split()
+    return {"cold_s": float(call), "cold_process_s": float(process),
+            "peak_mb": int(rss_kb) / 1024}
+
+
+def measure(name: str, source: str, graph, target: str, repeat: int) -> dict:
+    x = np.load(MODELS / "kws_sample_input.npy") if name == "kws_ref_model" else \
+        sample_input(graph)
+    report = estimate(graph, target, check=True, inputs=x)          # warm-up (numba cache)
+    run_graph(graph, x)
+    pairs, reports = [], []
+    for _ in range(repeat):
+        reference = median_time(lambda: run_graph(graph, x), 1)
+        warm = median_time(lambda: reports.append(estimate(graph, target, check=True,
+                                                           inputs=x)), 1)
+        pairs.append((reference, warm))
+    phases = {k: statistics.median(r.wall[k] for r in reports) for k in reports[0].wall}
+    full = median_time(lambda: estimate(graph, target, inputs=x), repeat)
+    timing = median_time(lambda: estimate(graph, target, inputs=x, numerics=False), repeat)
+    exact = all(r.verdict.status == "exact" for r in report.layers)
+    return {"target": target, "model": name, "mode": report.mode, "layers": len(report.layers),
+            "operators": len(graph), "macs": graph.macs, "cycles": report.cycles,
+            "simulated_ms": report.seconds * 1e3, "bit_exact": exact,
+            "reference_s": statistics.median(r for r, _ in pairs),
+            "warm_s": statistics.median(w for _, w in pairs),
+            "ratio": statistics.median(w / r for r, w in pairs),
+            "phases_s": phases, **cold(source, target, x), "full_s": full,
+            "timing_only_s": timing, "numerics_speedup": full / timing}
+
+
+CONFORMANCE = [
+    ["^conv2d$", "1,6,5,4"], ["^depthwise_conv2d$", "1,5,6,3"], ["^matmul$", "1,4,6"],
+    ["^(avg_pool2d|max_pool2d)$", "1,6,6,3"],
+    ["^(add|sub|mul|rescale|clamp|table|clz|cast|arithmetic_right_shift|logical_left_shift|"
+     "maximum|minimum)$", "1,3,4,3"],
+    ["^(reduce_sum|reduce_max|reshape|transpose|concat|pad|slice)$", "1,3,4,3"],
+]
+
+
+def conformance(target: str) -> dict:
+    """Generate the CONFORMANCE operator tests and run them on ``target``: verdict counts, and
+    the failures split into tests the lowering rejects (unsupported types or shapes: the
+    ScheduleError the SUT reports) and wrong results."""
+    import contextlib
+    import io
+    import re
+    from generator.tosa_verif_build_tests import main as build
+    from runner.tosa_verif_run_tests import main as run
+    from hwsim.errors import ScheduleError
+    from hwsim.schedule import lowering
+    low = lowering(target)
+    with tempfile.TemporaryDirectory(prefix="hwsim-conf-") as tmp:
+        for pattern, shape in CONFORMANCE:
+            with contextlib.redirect_stdout(io.StringIO()):
+                build(["-o", tmp, "--tosa-version", "1.0", "--seed", "0",
+                       "--no-special-tests", "--num-rand-permutations", "1", "--test-type",
+                       "positive", "--filter", pattern, "--target-shape", shape,
+                       "--target-dtype", "int8", "int16", "int32"])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            run(["-t", tmp, "-r", "--no-color", "--xunit-file", f"{tmp}/r.xml",
+                 "--sut-module", "hwsim.tosa.sut", "--sut-module-args",
+                 f"hwsim.tosa.sut:target={target}"])
+        text = out.getvalue()
+        rejected, wrong = [], []
+        for path in re.findall(r"UNEXPECTED_FAILURE (\S+)", text):
+            graph = load_graph(next(Path(path).glob("*.tosa")))
+            try:
+                low.layers(graph, low.options())
+                wrong.append(Path(path).name)
+            except ScheduleError as exc:
+                rejected.append(f"{Path(path).name}: {exc}")
+    totals = re.search(r"Totals \(hwsim\.tosa\.sut\): (.*)", text).group(1)
+    return {"target": target, **{k: int(n) for n, k in re.findall(r"(\d+) (\w+)", totals)},
+            "rejected": len(rejected), "wrong": wrong,
+            "rejected_examples": sorted({r.split(": ", 1)[1] for r in rejected})}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--targets", nargs="*", default=list(LOWERINGS))
+    parser.add_argument("--conformance", action="store_true",
+                        help="also run generated TOSA operator tests on each target")
+    args = parser.parse_args(argv)
+    if MODELS.is_dir():
+        cases = [(name, str(MODELS / f"{name}.tflite"), load_graph(MODELS / f"{name}.tflite"))
+                 for name in REAL]
+    else:
+        cases = [(f"synthetic {s}", s, model(s)) for s in REAL.values()]
+    rows = []
+    for target in args.targets:
+        for name, source, graph in cases:
+            row = measure(name, source, graph, target, args.repeat)
+            rows.append(row)
+            print(f"{target:5} {name:16} ref {row['reference_s'] * 1e3:6.1f} ms  warm "
+                  f"{row['warm_s'] * 1e3:7.1f} ms ({row['ratio']:4.1f}x)  cold "
+                  f"{row['cold_s']:5.2f} s  peak {row['peak_mb']:5.0f} MB  timing-only "
+                  f"x{row['numerics_speedup']:.2f}  {row['cycles']:,} cycles  "
+                  f"exact={row['bit_exact']}", flush=True)
+    result = {"command": "PYTHONPATH=. python benchmarks/bench_models.py", "rows": rows}
+    if args.conformance:
+        result["conformance"] = [conformance(target) for target in args.targets]
+        for c in result["conformance"]:
+            print(f"{c['target']} conformance: {c.get('expected_pass', 0)} pass, "
+                  f"{c['rejected']} rejected by the lowering (unsupported), "
+                  f"{len(c['wrong'])} wrong, {c.get('skipped', 0)} skipped")
+            for name in c["wrong"]:
+                print("  wrong:", name)
+    out = ROOT / "benchmarks" / "results" / "models.json"
+    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
+    print(f"saved {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

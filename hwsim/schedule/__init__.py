@@ -1,0 +1,169 @@
+"""The scheduler: TOSA graphs lowered onto a machine, run once, reported per layer.
+
+``estimate(model, target, ...)`` loads (or takes) a graph, checks that the target's lowering
+supports every operator, groups operators into layers, lowers them into a program for the
+machine (``Lowering.lower``), runs it on the simulated machine, attributes cycles and bytes to
+the layers (``run``), optionally judges every layer against the TOSA reference (``check``) and
+returns a ``Report``. ``compile_model`` writes the same program as a trace ``hwsim run``
+accepts. The machine-specific part is a ``Lowering`` (``hwsim.schedule.lowering``); the GAP9 one
+lives in ``hwsim.schedule.gap9``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hwsim.errors import ConfigError, ScheduleError
+from hwsim.schedule.lowering import Lowered, Lowering
+from hwsim.schedule.report import LayerRow, Report
+from hwsim.tosa.ir import Graph
+
+# target -> "module:class" of its lowering (one line per machine)
+LOWERINGS = {"gap9": "hwsim.schedule.gap9:Gap9Lowering"}
+
+
+def lowering(target: str) -> Lowering:
+    if target not in LOWERINGS:
+        raise ConfigError(f"no scheduler for target {target!r}; expected one of "
+                          f"{', '.join(LOWERINGS)}")
+    module, name = LOWERINGS[target].split(":")
+    return getattr(importlib.import_module(module), name)()
+
+
+def _graph(model) -> tuple[Graph, str]:
+    if isinstance(model, Graph):
+        return model, model.name
+    from hwsim.tosa import load_graph
+    return load_graph(model), Path(model).name
+
+
+def _inputs(graph: Graph, inputs) -> dict:
+    """Graph input name -> int array: given (an array, a list, a dict, a .npy path) or a
+    deterministic random sample."""
+    from hwsim.tosa.models import sample_input
+    from hwsim.tosa.reference import graph_inputs
+    if inputs is None:
+        inputs = [sample_input(graph)] if len(graph.inputs) == 1 else [
+            np.random.default_rng(i).integers(t.dtype.min, t.dtype.max + 1, t.shape)
+            for i, t in enumerate(graph.inputs)]
+    elif isinstance(inputs, (str, Path)):
+        inputs = np.load(inputs)
+    arrays = graph_inputs(graph, inputs)
+    return {t.name: a for t, a in zip(graph.inputs, arrays)}
+
+
+def _machine(low: Lowering, overrides: dict):
+    """A fresh machine with the architectural overrides, and the run's timing parameters."""
+    from hwsim.cli import split_overrides
+    from hwsim.targets import machine_class
+    cls = machine_class(low.target)
+    arch, timing = split_overrides(cls, dict(overrides))
+    return cls(**arch), {**low.machine_params, **timing}
+
+
+@contextlib.contextmanager
+def _no_cycle_collection():
+    """Pause the cyclic garbage collector (as ``Engine.run`` does): an estimate makes many
+    short-lived objects, and the collector's scans of them cost more than the work."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
+            params: dict | None = None, numerics: bool = True):
+    """Load, check, fuse and lower: (graph, name, lowering, options, machine, run parameters,
+    layers, lowered program)."""
+    graph, name = _graph(model)
+    low = lowering(target)
+    options = low.options(mode, weight_bits, params, numerics)
+    machine, run_params = _machine(low, options.params)
+    layers = low.layers(graph, options)
+    lowered = low.lower(graph, layers, machine, options)
+    return graph, name, low, options, machine, run_params, layers, lowered
+
+
+def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bits: int = 8,
+             params: dict | None = None, check: bool = False, inputs=None,
+             numerics: bool = True, progress=None, name: str | None = None) -> Report:
+    """Lower ``model`` (a Graph or a model file) onto ``target``, run it and report per layer.
+    ``mode``: the lowering's numeric mode; ``weight_bits``: requantise weights (2..8);
+    ``params``: machine parameter overrides; ``check``: judge every layer against the TOSA
+    reference (needs ``numerics``); ``inputs``: the model input (default: a fixed random
+    sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running."""
+    if check and not numerics:
+        raise ConfigError("--check needs the datapaths: drop --no-numerics")
+    with _no_cycle_collection():
+        return _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
+                         progress, name)
+
+
+def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics, progress,
+              name) -> Report:
+    from hwsim.schedule.check import check as judge
+    from hwsim.schedule.run import attribute, simulate
+    wall = {}
+    start = time.perf_counter()
+    graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
+        model, target, mode, weight_bits, params, numerics)
+    feeds = _inputs(graph, inputs)
+    wall["lower"] = time.perf_counter() - start
+    sim = simulate(lowered, machine, feeds, run_params, numerics, progress)
+    wall["simulate"] = sim.seconds
+    start = time.perf_counter()
+    stats = attribute(sim.result, lowered, low, len(layers))
+    rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
+    report = Report(name or model_name, low.target, options.mode, options.weight_bits,
+                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"], run_params,
+                    sim.outputs, numerics=numerics, result=sim.result)
+    wall["attribute"] = time.perf_counter() - start
+    if check:
+        start = time.perf_counter()
+        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds)
+        for row in rows:
+            row.verdict = verdicts.layers[row.index]
+        report.output_verdicts = verdicts.outputs
+        wall["check"] = time.perf_counter() - start
+    report.wall = wall
+    return report
+
+
+def _row(layer, stats: dict, lowered: Lowered) -> LayerRow:
+    return LayerRow(layer.index, layer.name, layer.kind, layer.output.shape,
+                    lowered.units.get(layer.index, ()), stats["cycles"], stats["span"],
+                    layer.macs, stats["peak"], stats["bytes"], stats["compute"],
+                    stats["movement"], stats["bound"], stats["overlap"], stats["split"],
+                    lowered.notes.get(layer.index, []))
+
+
+def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
+                  weight_bits: int = 8, params: dict | None = None, inputs=None,
+                  name: str | None = None) -> Path:
+    """Write the lowered program as a trace ``hwsim run`` accepts: the parameters, the memory
+    image and inputs as ``.load`` data files beside it, the instructions with a comment at each
+    layer, and in exact mode ``.expect`` lines with the reference model's outputs."""
+    from hwsim.schedule.trace import write_trace
+    graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
+        model, target, mode, weight_bits, params)
+    feeds = _inputs(graph, inputs)
+    expected = None
+    if options.mode == "exact":
+        from hwsim.tosa.reference import run_graph
+        expected = run_graph(graph, [feeds[t.name] for t in graph.inputs])
+    return write_trace(Path(path), low, options, name or model_name, layers, lowered, feeds,
+                       expected,
+                       {**options.params, **run_params})
+
+
+__all__ = ["estimate", "compile_model", "prepare", "lowering", "Report", "Lowering",
+           "ScheduleError", "LOWERINGS"]

@@ -1,0 +1,161 @@
+"""The scheduler's shared parts and the machine-agnostic hooks it relies on: op tags, the
+observe hook, timing-only runs, NE16 whole-job timing, the arena planner, tiles, fusion,
+placements and the GAP9 program text."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import hwsim
+from hwsim.isa import gap9 as prog
+from hwsim.isa.gap9 import TensorRef
+from hwsim.schedule import lowering, prepare
+from hwsim.schedule.gap9.text import text
+from hwsim.schedule.lowering import Placement, group
+from hwsim.schedule.memory import Buffer, NoRoom, allocate
+from hwsim.schedule.tiles import split, window_rows
+from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9.ne16_job import Ne16Job
+from hwsim.targets.gap9.ne16_timing import job_states, job_totals
+from hwsim.isa import ne16 as isa
+from hwsim.tosa.builder import GraphBuilder
+from hwsim.tosa.models import model
+
+L1, L2 = 0x10000000, 0x1C000000
+
+
+def small_program():
+    p = prog.Program()
+    p.dma("l2", L2, "l1", L1, 256)
+    p.dma_wait()
+    spec = LayerSpec(h_in=6, w_in=6, k_in=16, k_out=16, padding=(1, 1, 1, 1))
+    p.ne16_job(conv_jobs(spec, L1, L1 + 0x4000, L1 + 0x1000, L1 + 0x3000)[0], wait=True)
+    ref = TensorRef("l1", L1 + 0x4000, "i8", (36, 16))
+    p.cluster("clamp", **{"in": ref, "out": TensorRef("l1", L1 + 0x6000, "i8", (36, 16)),
+                          "min": -3, "max": 9})
+    p.barrier()
+    return p
+
+
+def test_ops_carry_the_index_of_their_instruction_and_observe_sees_each():
+    seen = []
+    result = hwsim.machine("gap9").run(small_program(), observe=seen.append)
+    program = small_program()
+    # register writes run as one op with the instruction after them (the commit)
+    expected = [i for i, instr in enumerate(program) if not isinstance(instr, prog.Ne16Write)]
+    assert sorted({op.tag for op in seen}) == expected
+    for unit in result.units:
+        assert len(unit.tags) == len(unit.log)
+    for port in result.ports:
+        assert len(port.tags) == len(port.log) and all(t is not None for t in port.tags)
+    kernel = next(u for u in result.units if u.name == "cluster")
+    assert kernel.tags == [len(small_program()) - 2]
+
+
+def test_timing_only_runs_cost_the_same_and_write_nothing():
+    data = np.arange(256, dtype=np.uint8)
+    runs = {}
+    for numerics in (True, False):
+        m = hwsim.machine("gap9")
+        m.memory("l2").write(L2, data)
+        runs[numerics] = (m.run(small_program(), numerics=numerics), m)
+    assert runs[True][0].cycles == runs[False][0].cycles
+    assert runs[True][0].stats == runs[False][0].stats
+    assert runs[True][1].memory("l1").read(L1, 256).tolist() == data.tolist()
+    assert not runs[False][1].memory("l1").read(L1, 256).any()
+
+
+JOBS = {
+    "3x3": LayerSpec(h_in=11, w_in=7, k_in=40, k_out=70, padding=(1, 1, 1, 1), weight_bits=5),
+    "depthwise": LayerSpec(h_in=8, w_in=9, k_in=40, k_out=40, depthwise=True,
+                           padding=(1, 1, 1, 1)),
+    "1x1": LayerSpec(h_in=5, w_in=7, k_in=33, k_out=65, kernel=1),
+    "linear": LayerSpec(h_in=1, w_in=1, k_in=600, k_out=70, kernel=1, linear=True),
+    "stride 2": LayerSpec(h_in=9, w_in=9, k_in=16, k_out=32, stride=2, padding=(1, 1, 1, 1)),
+    "32-bit out": LayerSpec(h_in=6, w_in=6, k_in=16, k_out=16, quant=False, out_bits=32),
+    "streamin": LayerSpec(h_in=6, w_in=6, k_in=16, k_out=16, quant=False, out_bits=32,
+                          streamin=True),
+}
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_whole_job_totals_equal_the_sum_of_the_states(name):
+    t = hwsim.machine("gap9").params
+    for regs in conv_jobs(JOBS[name], L1, L1 + 0x8000, L1 + 0x10000, 0, 0, 0)[:3]:
+        job = Ne16Job(tuple(isa.word(regs.get(r.name, 0)) for r in isa.REGISTERS))
+        states = job_states(job, t)
+        totals = job_totals(job, t)
+        assert totals.cycles == sum(s.cycles for s in states)
+        assert totals.l1_bytes == sum(s.l1_bytes for s in states)
+        by_width = {}
+        for s in states:
+            by_width[s.words_per_access] = by_width.get(s.words_per_access, 0) + s.accesses
+        assert totals.accesses == by_width
+
+
+def test_whole_job_timeline_gives_the_state_timeline_cycles_without_contention():
+    p = prog.Program()
+    spec = JOBS["3x3"]
+    for regs in conv_jobs(spec, L1, L1 + 0x8000, L1 + 0x10000, L1 + 0x18000):
+        p.ne16_job(regs)
+    p.ne16_wait()
+    cycles = {mode: hwsim.machine("gap9").run(p, params={"ne16_timeline": mode}).cycles
+              for mode in ("state", "job")}
+    assert cycles["state"] == cycles["job"]
+
+
+def test_the_arena_shares_bytes_only_between_lifetimes_that_do_not_overlap():
+    a, b, c = Buffer("a", 100, 0, 1), Buffer("b", 60, 1, 2), Buffer("c", 100, 2, 3)
+    assert allocate([a, b, c], 1000) == 160
+    assert (a.offset, c.offset, b.offset) == (0, 0, 100)
+    with pytest.raises(NoRoom) as info:
+        allocate([Buffer("x", 100, 0, 0), Buffer("y", 100, 0, 0)], 150)
+    assert info.value.buffer.name in ("x", "y")
+
+
+def test_tiles():
+    assert split(10, 3) == [(0, 4), (4, 8), (8, 10)]
+    assert split(10, 3, multiple=2) == [(0, 4), (4, 8), (8, 10)]
+    assert split(5, 1) == [(0, 5)]
+    # 3x3 stride 1 pad 1 on 10 rows: rows [4, 7) read input rows 3..7, no padding
+    assert window_rows(4, 7, 1, 3, 1, 10) == (3, 8, 0, 0)
+    assert window_rows(0, 2, 1, 3, 1, 10) == (0, 3, 1, 0)
+    assert window_rows(8, 10, 2, 3, 0, 20) == (16, 20, 0, 1)
+
+
+def test_fusion_groups_matrix_layers_and_elementwise_chains():
+    graph = model("resnet8", width=0.25, resolution=8)
+    layers = lowering("gap9").fuse(graph, None)
+    kinds = [layer.kind for layer in layers]
+    assert kinds[0] == "CONV2D+RESCALE+CLAMP"
+    assert any(k.startswith("RESCALE") and "ADD" in k for k in kinds)
+    assert sum(len(layer.ops) for layer in layers) == len(graph)
+    b = GraphBuilder("twice")
+    x = b.input((1, 4), "int32")
+    y = b.add(x, x)
+    graph = b.build(b.sub(y, y), y)
+    # y is read twice and is a graph output: nothing merges
+    assert [layer.kind for layer in group(graph, lambda ops, c: True)] == ["ADD", "SUB"]
+
+
+def test_offset_binary_placements_round_trip():
+    place = Placement("l1", L1, "int8", (2, 3), 128, "uint8")
+    values = np.array([[-128, -1, 0], [1, 100, 127]], np.int8)
+    raw = place.encode(values)
+    assert raw.dtype == np.uint8 and raw.tolist() == [[0, 127, 128], [129, 228, 255]]
+    assert place.decode(raw.view(np.uint8)).tolist() == values.tolist()
+
+
+def test_program_text_reads_back_to_the_same_instructions():
+    *_, lowered = prepare(model("ds_cnn", width=0.25, resolution=12), "gap9", mode="ne16")
+    kinds = set()
+    for instr in lowered.program:
+        back = prog.parse_line(text(instr), prog.Location("t", 1, 1))
+        strip = {k: v for k, v in dataclasses.asdict(instr).items() if k not in ("loc",
+                                                                              "arg_locs")}
+        assert {k: v for k, v in dataclasses.asdict(back).items()
+                if k not in ("loc", "arg_locs")} == strip
+        kinds.add(type(instr))
+    assert {prog.DmaCopy, prog.DmaWait, prog.Ne16Write, prog.Ne16Commit, prog.Ne16Wait,
+            prog.Kernel, prog.Barrier} <= kinds
