@@ -6,7 +6,6 @@ import pytest
 import hwsim
 from hwsim.errors import ScheduleError
 from hwsim.schedule.hmx.dequantise import dequantise, lsb_inputs
-from hwsim.schedule.hmx.lower import Lowering
 from hwsim.tosa import models
 from hwsim.tosa.reference import run_graph
 
@@ -32,20 +31,21 @@ def test_dequantised_graph_tracks_the_int8_graph():
 
 def test_dequantised_graph_on_hmx():
     graph, x, want = autoencoder()
-    float_graph = dequantise(graph)
-    m = hwsim.machine("hmx")
-    lowered = Lowering(float_graph, m.params.as_dict()).lower()
-    assert any([op.op for op in layer.ops][:2] == ["CONV2D", "MUL"] for layer in lowered.layers)
     feeds = lsb_inputs(graph, {graph.inputs[0].name: x})
-    m.memory("ddr").write(lowered.inputs[graph.inputs[0].name],
-                          feeds[graph.inputs[0].name].astype(np.float32))
-    lowered.program.run(m)
-    out = float_graph.outputs[0]
-    got = m.memory("ddr").read(lowered.outputs[out.name], out.nbytes).view(np.float32)
-    diff = np.abs(np.floor(got.reshape(want.shape).astype(np.float64) + 0.5) - want)
+    report = hwsim.estimate(graph, "hmx", mode="dequantise", check=True,
+                            inputs=[feeds[graph.inputs[0].name]])
+    assert any(row.kind.startswith("CONV2D+MUL+CLAMP") for row in report.layers)
+    for row in report.layers:  # within the FP32 bound, or the FP16 one
+        v = row.verdict
+        assert v.status != "deviates" or v.narrow.status != "deviates", str(v)
+    got = next(iter(report.outputs.values())).astype(np.float64)
+    diff = np.abs(np.floor(got + 0.5) - want)
     assert diff.max() <= 4 and diff.mean() < 0.8
 
 
-def test_integer_softmax_is_refused():
+def test_integer_graphs_need_the_mode_and_no_integer_softmax():
+    graph = models.model("resnet8", dtype="int8", width=0.25, resolution=8)
+    with pytest.raises(ScheduleError, match="is int8; HMX runs float graphs.*--mode dequantise"):
+        hwsim.estimate(graph, "hmx")
     with pytest.raises(ScheduleError, match="TABLE.*integer-only arithmetic"):
-        dequantise(models.model("resnet8", dtype="int8", width=0.25, resolution=8))
+        hwsim.estimate(graph, "hmx", mode="dequantise")

@@ -25,7 +25,8 @@ from hwsim.schedule.report import LayerRow, Report
 from hwsim.tosa.ir import Graph
 
 # target -> "module:class" of its lowering (one line per machine)
-LOWERINGS = {"gap9": "hwsim.schedule.gap9:Gap9Lowering"}
+LOWERINGS = {"gap9": "hwsim.schedule.gap9:Gap9Lowering",
+             "hmx": "hwsim.schedule.hmx:HmxLowering"}
 
 
 def lowering(target: str) -> Lowering:
@@ -87,6 +88,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     graph, name = _graph(model)
     low = lowering(target)
     options = low.options(mode, weight_bits, params, numerics)
+    graph = low.rewrite(graph, options)
     machine, run_params = _machine(low, options.params)
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)
@@ -129,7 +131,8 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     wall["attribute"] = time.perf_counter() - start
     if check:
         start = time.perf_counter()
-        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds)
+        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds,
+                         low.compute_types(options))
         for row in rows:
             row.verdict = verdicts.layers[row.index]
         report.output_verdicts = verdicts.outputs

@@ -7,17 +7,28 @@ graph holding a copy of every layer, its inputs fed as graph inputs. The graph o
 also judged against a whole-graph reference run on the model input. Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
+
+Float layers that are not bit-exact are judged with the TOSA precision rule of their first
+operator (its dot-product, ULP or error bound) on that operator's fp64 reference and bound,
+carried exactly through the rest of the layer when the rest only reshapes, clamps or multiplies
+by constants (a convolution with its fused scale and ReLU); other layers by their last
+operator's rule against the golden. When a machine computes in a narrower float type than the
+graph's (``Lowering.compute_types``, e.g. HMX's FP16), a layer outside its graph type's bound is
+judged again as that type's operator, on the same inputs rounded to it (``Verdict.narrow``):
+within that bound, the deviation is the format's, not an error.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-
+import numpy as np
 
 from hwsim.tosa.ir import Graph, Operator, Tensor
-from hwsim.tosa.judge import Verdict, judge
-from hwsim.tosa.reference import ReferenceError, run_graph
+from hwsim.tosa.judge import Verdict, judge, statistics
+from hwsim.tosa.reference import ReferenceError, reference_fp64, run_graph
+
+TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,85 @@ def goldens(layers: list, feeds: dict) -> dict:
     return out
 
 
-def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict) -> Check:
-    """Verdicts of every layer's simulated output (``values``) and of the graph outputs."""
+def retyped(ops: list, dtype: str, acc: str) -> list:
+    """``ops`` with their float tensors in ``dtype`` (constants rounded to nearest), float dot
+    products accumulating in ``acc`` and float CLAMP bounds rounded to ``dtype``."""
+    from hwsim.tosa.dtypes import dtype as lookup
+    np_type = lookup(dtype).np.type
+    made: dict[str, Tensor] = {}
+
+    def convert(t: Tensor) -> Tensor:
+        if not t.dtype.is_float:
+            return t
+        if t.name not in made:
+            with np.errstate(over="ignore"):
+                data = None if t.data is None else np.asarray(t.data, np.float64).astype(np_type)
+            made[t.name] = Tensor(t.name, t.shape, dtype, data)
+        return made[t.name]
+
+    out = []
+    for op in ops:
+        attrs = dict(op.attrs)
+        if "acc_type" in attrs and op.output.dtype.is_float:
+            attrs["acc_type"] = acc
+        if op.op == "CLAMP" and op.inputs[0].dtype.is_float:
+            with np.errstate(over="ignore"):
+                attrs.update(min_val=float(np_type(op.min_val)), max_val=float(np_type(op.max_val)))
+        out.append(Operator(op.op, [convert(t) for t in op.inputs],
+                            [convert(t) for t in op.outputs], attrs, op.name))
+    return out
+
+
+def _tail(ops: list, ref: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An fp64 reference and bound carried through reshapes, clamps and constant MULs."""
+    for prev, op in zip(ops, ops[1:]):
+        if op.op == "CLAMP":
+            ref = np.clip(ref, op.min_val, op.max_val)
+        elif op.op == "MUL":
+            other = op.inputs[1] if op.inputs[0].name == prev.output.name else op.inputs[0]
+            ref, bnd = ref * other.data, bnd * np.abs(other.data)
+        ref, bnd = ref.reshape(op.output.shape), np.broadcast_to(bnd, ref.shape).reshape(
+            op.output.shape)
+    return ref, bnd
+
+
+def _float_verdict(ops: list, sim: np.ndarray, golden: np.ndarray, feeds: dict) -> Verdict:
+    """A float layer's verdict (module docstring)."""
+    dt = ops[-1].output.dtype
+    if statistics(sim, golden, dt)[0] == np.size(golden):
+        return judge(ops[-1], sim, golden)
+    first = ops[0]
+    if not all(op.op in TAIL and (op.op != "MUL" or any(t.is_const for t in op.inputs))
+               for op in ops[1:]):
+        return judge(ops[-1], sim, golden)
+    single = Graph([first], [t for t in dict.fromkeys(first.inputs) if not t.is_const],
+                   first.outputs, "rule")
+    ref, bnd = reference_fp64(single, first, feeds)
+    ref, bnd = _tail(ops, np.asarray(ref, np.float64), np.asarray(bnd, np.float64))
+    shape = first.output.shape
+    x = feeds.get(first.inputs[0].name) if first.inputs else None
+    return judge(first, np.reshape(sim, shape), np.reshape(golden, shape),
+                 ref64=ref.reshape(shape), bnd64=bnd.reshape(shape), x=x)
+
+
+def _narrow(layer, sim: np.ndarray, feeds: dict, types) -> Verdict:
+    """The layer judged as an operator of the narrower compute type (module docstring)."""
+    dtype, acc = types
+    ops = retyped(layer.ops, dtype, acc)
+    inside = {op.output.name for op in ops}
+    inputs = [t for t in dict.fromkeys(t for op in ops for t in op.inputs)
+              if not t.is_const and t.name not in inside]
+    narrow = {t.name: np.asarray(feeds[t.name], np.float64).astype(t.dtype.np) for t in inputs}
+    sub = Graph(ops, inputs, [ops[-1].output], "narrow")
+    golden = run_graph(sub, [narrow[t.name] for t in inputs])[ops[-1].output.name]
+    out = np.asarray(sim, np.float64).astype(ops[-1].output.dtype.np)
+    return _float_verdict(ops, out, golden, narrow)
+
+
+def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
+          compute_types: tuple | None = None) -> Check:
+    """Verdicts of every layer's simulated output (``values``) and of the graph outputs;
+    ``compute_types``: (type, accumulator type) of a narrower float computation."""
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
                            else inputs[t.name] for t in layer.inputs} for layer in layers}
@@ -83,13 +171,32 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict)
         if isinstance(g, ReferenceError):
             verdicts[layer.index] = Verdict(layer.name, layer.output.dtype.name, 0, 0, 0.0,
                                             0.0, "LSB", "deviates", "reference", str(g))
+        elif layer.output.dtype.is_float:
+            verdict = _float_verdict(layer.ops, values[layer.index], g, feeds[layer.index])
+            if verdict.status == "deviates" and compute_types and \
+                    compute_types[0] != layer.output.dtype.name:
+                verdict = replace(verdict, narrow=_narrow(layer, values[layer.index],
+                                                          feeds[layer.index], compute_types))
+            verdicts[layer.index] = verdict
         else:
             verdicts[layer.index] = judge(layer.ops[-1], values[layer.index], g)
     reference = run_graph(graph, [inputs[t.name] for t in graph.inputs])
     out_ops = {op.output.name: op for op in graph}
-    out_verdicts = {name: judge(out_ops[name], outputs[name], reference[name])
+    out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
                     for name in outputs if name in out_ops}
     return Check(verdicts, out_verdicts, reference)
+
+
+def _output_verdict(op: Operator, sim: np.ndarray, golden: np.ndarray) -> Verdict:
+    """A graph output against the whole-graph reference. Float errors accumulate over the
+    layers, which no per-operator bound covers: floats get the statistics only."""
+    if not op.output.dtype.is_float:
+        return judge(op, sim, golden)
+    exact, max_err, mean_err = statistics(sim, golden, op.output.dtype)
+    size = int(np.size(golden))
+    return Verdict(f"{op.op}[{op.name}]", op.output.dtype.name, size, exact, max_err, mean_err,
+                   "ULP", "exact" if exact == size else "deviates",
+                   "whole graph: errors accumulate over the layers")
 
 
 

@@ -103,9 +103,11 @@ def cmd_estimate(args) -> int:
         plot(report, args.plot)
     print(f"wall time: {sum(report.wall.values()):.3f} s ("
           + ", ".join(f"{k} {v:.3f}" for k, v in report.wall.items()) + ")", file=sys.stderr)
-    failed = args.check and report.mode == "exact" and (
+    failed = args.check and (report.mode == "exact" and (
         any(r.verdict.status != "exact" for r in report.layers)
         or any(v.status != "exact" for v in report.output_verdicts.values()))
+        or any(r.verdict.narrow is not None and r.verdict.narrow.status == "deviates"
+               for r in report.layers))
     return 1 if failed else 0
 
 

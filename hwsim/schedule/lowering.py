@@ -16,6 +16,8 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
   inputs and outputs live, and where each layer's output can be read once its writers have
   committed (``Checkpoint``);
 * ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
+* optionally ``rewrite(graph, options)`` (the graph it actually runs) and
+  ``compute_types(options)`` (the narrower float format it computes in, for ``--check``);
 * ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
   (bytes/cycle) by name, for the roofline plot;
 * ``machine_params``: parameter values its programs are meant to run with (overridable).
@@ -83,15 +85,17 @@ class Layer:
         return list(seen.values())
 
 
-# storage of TOSA integer types in memory (little-endian)
+# storage of TOSA types in memory (little-endian)
 STORAGE = {"int8": np.dtype("i1"), "int16": np.dtype("<i2"), "int32": np.dtype("<i4"),
-           "uint8": np.dtype("u1"), "uint16": np.dtype("<u2")}
+           "uint8": np.dtype("u1"), "uint16": np.dtype("<u2"), "fp16": np.dtype("<f2"),
+           "fp32": np.dtype("<f4")}
 
 
 @dataclass(frozen=True)
 class Placement:
     """A tensor in a machine memory: contiguous, row-major, each value stored as
-    ``value + offset`` in ``storage`` (e.g. int8 values offset by 128 as uint8)."""
+    ``value + offset`` in ``storage`` (e.g. int8 values offset by 128 as uint8). A float
+    storage holds the values rounded to it (e.g. FP32 values kept as FP16); no offset."""
 
     space: str
     addr: int
@@ -109,10 +113,15 @@ class Placement:
         return int(np.prod(self.shape, dtype=np.int64)) * self.raw_dtype.itemsize
 
     def encode(self, values: np.ndarray) -> np.ndarray:
+        if self.raw_dtype.kind == "f":
+            return np.asarray(values, np.float64).astype(self.raw_dtype)
         return (np.asarray(values, np.int64) + self.offset).astype(self.raw_dtype)
 
     def decode(self, raw: np.ndarray) -> np.ndarray:
-        values = np.asarray(raw, np.uint8).view(self.raw_dtype).astype(np.int64) - self.offset
+        stored = np.asarray(raw, np.uint8).view(self.raw_dtype)
+        if self.raw_dtype.kind == "f":
+            return stored.astype(STORAGE[self.dtype]).reshape(self.shape)
+        values = stored.astype(np.int64) - self.offset
         return values.astype(STORAGE[self.dtype]).reshape(self.shape)
 
     def reshaped(self, shape: tuple) -> "Placement":
@@ -167,6 +176,17 @@ class Lowering:
 
     def unsupported(self, op: Operator, options: Options) -> str | None:
         raise NotImplementedError
+
+    def rewrite(self, graph: Graph, options: Options) -> Graph:
+        """The graph the lowering runs (default: as given); the scheduler feeds, runs and
+        judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one)."""
+        return graph
+
+    def compute_types(self, options: Options) -> tuple[str, str] | None:
+        """(element type, accumulator type) the machine computes float layers in, when it is
+        narrower than the graph's: a float layer outside its graph type's bound is judged
+        again as that type's operator, to tell the format's error from a wrong result."""
+        return None
 
     def fuse(self, graph: Graph, options: Options) -> list[Layer]:
         raise NotImplementedError

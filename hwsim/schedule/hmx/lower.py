@@ -41,56 +41,21 @@ HMX_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")
 
 
 @dataclass
-class Layer:
-    """One lowered layer: its operators (a fused group), the tensor it produces, where that
-    FP16 tensor is in VTCM, and the program lines it owns."""
-
-    name: str
-    ops: list[Operator]
-    output: Tensor
-    unit: str  # "hmx", "hvx" or "none" (moves no data)
-    first_line: int = 0
-    last_line: int = 0
-    plans: list = field(default_factory=list)
-
-    @property
-    def macs(self) -> int:
-        return sum(op.macs for op in self.ops)
-
-
-@dataclass
-class Lowered:
+class Planned:
     """The program and what a caller needs around it."""
 
     program: Program
-    layers: list[Layer]
     where: dict[str, int]  # tensor name -> VTCM address of its FP16 values
     inputs: dict[str, int]  # graph input name -> DDR address (in the input's own type)
     outputs: dict[str, int]  # graph output name -> DDR address
+    plans: dict[int, list]  # layer index -> its ConvPlans (HMX layers)
     vtcm_peak: int
 
-    def read(self, machine, tensor: Tensor) -> np.ndarray:
-        """A tensor's simulated FP16 values after the run."""
-        data = machine.memory("vtcm").read(self.where[tensor.name], tensor.size * 2)
-        return data.view(np.float16).reshape(tensor.shape)
 
-
-def layers_of(graph: Graph) -> list[Layer]:
-    """Group the operators into layers: an HMX operator takes what ``merge`` allows after it."""
-    layers, taken = [], set()
-    for op in graph:
-        if id(op) in taken:
-            continue
-        ops = [op]
-        while True:
-            users = graph.consumers(ops[-1].output)
-            if len(users) != 1 or ops[-1].output in graph.outputs or not merge(ops, users[0]):
-                break
-            ops.append(users[0])
-        taken.update(id(o) for o in ops)
-        unit = "hmx" if op.op in HMX_OPS else "none" if op.op in ALIASES else "hvx"
-        layers.append(Layer(op.name, ops, ops[-1].output, unit))
-    return layers
+def unit_of(layer) -> str:
+    """Where a layer runs: "hmx", "hvx", or "none" (it moves no data)."""
+    head = layer.ops[0].op
+    return "hmx" if head in HMX_OPS else "none" if head in ALIASES else "hvx"
 
 
 def merge(members: list[Operator], consumer: Operator) -> bool:
@@ -135,25 +100,24 @@ def epilogue(ops: list[Operator]) -> Epilogue:
     return Epilogue(scale, low, high)
 
 
-class Lowering:
-    """Lower ``graph`` with the machine's timing parameters (``timing``: name -> value)."""
+class Planner:
+    """Lower ``graph``, grouped into ``layers`` (``hwsim.schedule.lowering.Layer``), with the
+    machine's parameters (``params``: name -> value)."""
 
-    def __init__(self, graph: Graph, timing: dict, vtcm_base: int = 0, vtcm_size: int = 8 << 20,
-                 ddr_base: int = 0x8000_0000, ddr_size: int = 256 << 20,
-                 chunk_bytes: int = 64 << 10):
+    def __init__(self, graph: Graph, layers: list, params: dict, chunk_bytes: int = 64 << 10):
         _check_types(graph)
-        self.graph, self.timing, self.chunk_bytes = graph, timing, chunk_bytes
+        self.graph, self.layers, self.timing = graph, layers, params
+        self.chunk_bytes = chunk_bytes
         self.program = Program()
-        self.vtcm = Arena("VTCM", vtcm_base, vtcm_size)
-        self.ddr = Arena("DDR", ddr_base, ddr_size)
+        self.vtcm = Arena("VTCM", params["vtcm_base"], params["vtcm_size"])
+        self.ddr = Arena("DDR", params["ddr_base"], params["ddr_size"])
         self.stream = WeightStream(self.ddr, self.vtcm)
         self.where: dict[str, int] = {}
         self.prepared: dict[int, list] = {}
 
-    def lower(self) -> Lowered:
-        layers = layers_of(self.graph)
-        for layer in layers:  # constants first: the stream needs all its chunks to start
-            if layer.unit == "hmx":
+    def lower(self) -> Planned:
+        for layer in self.layers:  # constants first: the stream needs all its chunks to start
+            if unit_of(layer) == "hmx":
                 self._prepare(layer)
         p = self.program
         p.usr(1 << 20)  # IEEE infinities and NaNs in HMX, as HVX has them
@@ -163,14 +127,14 @@ class Lowering:
                         for t in self.graph.outputs}
         self.streamed: set[str] = set()
         self.stream.open(p)
-        for layer in layers:
-            p.comment(f"layer {layer.name}: {' + '.join(op.op for op in layer.ops)}")
-            layer.first_line = len(p.lines)
+        for layer in self.layers:
+            p.layer = layer.index
             self._layer(layer)
-            layer.last_line = len(p.lines)
+        p.layer = len(self.layers) - 1
         outputs = self._outputs()
         self.stream.close()
-        return Lowered(p, layers, self.where, inputs, outputs, self.vtcm.peak)
+        plans = {i: [item.plan for item in items] for i, items in self.prepared.items()}
+        return Planned(p, self.where, inputs, outputs, plans, self.vtcm.peak)
 
     # -- graph inputs and outputs ----------------------------------------------------------------
     def _constants(self) -> None:
@@ -243,30 +207,29 @@ class Lowering:
         return self.vtcm.alloc(t.size * 2, f"tensor {t.name}", VECTOR_BYTES)
 
     # -- layers --------------------------------------------------------------------------------
-    def _layer(self, layer: Layer) -> None:
+    def _layer(self, layer) -> None:
         op = layer.ops[0]
-        if layer.unit == "none":
+        if unit_of(layer) == "none":
             self.where[op.output.name] = self.where[op.inputs[0].name]
             return
         out = self.where[layer.output.name] = self._alloc(layer.output)
-        if layer.unit == "hmx":
+        if unit_of(layer) == "hmx":
             self._hmx(layer, out)
         else:
             VECTOR[op.op](self, op, out)
 
-    def _prepare(self, layer: Layer) -> None:
+    def _prepare(self, layer) -> None:
         ep = epilogue(layer.ops)
         for conv, weight, bias in _hmx_convs(layer.ops[0]):
             relu = ep.low == 0 and C.fits_fp16(bias)
             plan = C.choose(replace(conv, relu=relu), self.timing)
-            layer.plans.append(plan)
-            self.prepared.setdefault(id(layer), []).append(
+            self.prepared.setdefault(layer.index, []).append(
                 C.prepare(self.program, self.stream, plan, weight, bias, self.chunk_bytes,
                           layer.name, ep.scale))
 
-    def _hmx(self, layer: Layer, out: int) -> None:
+    def _hmx(self, layer, out: int) -> None:
         op, x = layer.ops[0], self.where[layer.ops[0].inputs[0].name]
-        prepared = self.prepared[id(layer)]
+        prepared = self.prepared[layer.index]
         step_in = math.prod(op.inputs[0].shape[1:]) * 2
         step_out = layer.output.size // op.inputs[0].shape[0] * 2
         ep = epilogue(layer.ops)
@@ -286,7 +249,7 @@ class Lowering:
             V.unary(self.program, "CLAMP", out, out, layer.output.size, low, ep.high)
 
 
-def _hmx_convs(op: Operator):
+def _hmx_convs(op: Operator) -> list:
     """(Conv, weight, bias) per batch image of an HMX operator."""
     if op.op == "MATMUL":
         if not op.B.is_const:
@@ -322,45 +285,45 @@ def _check_types(graph: Graph) -> None:
                                 "casts between float types (the FP16 value is kept)")
 
 
-# -- HVX operators: (lowering, operator, output address) ------------------------------------------
+# -- HVX operators: (planner, operator, output address) ------------------------------------------
 
-def _binary(lw: Lowering, op: Operator, out: int) -> None:
+def _binary(lw: Planner, op: Operator, out: int) -> None:
     if op.op == "MUL" and op.scalar("shift") != 0:
         raise ScheduleError(f"MUL[{op.name}]: a float MUL has shift 0")
     V.binary(lw.program, lw.vtcm, op.op, out, lw.where[op.input1.name],
              lw.where[op.input2.name], op.input1.shape, op.input2.shape, op.output.shape)
 
 
-def _unary(lw: Lowering, op: Operator, out: int) -> None:
+def _unary(lw: Planner, op: Operator, out: int) -> None:
     bounds = (op.min_val, op.max_val) if op.op == "CLAMP" else ()
     V.unary(lw.program, op.op, out, lw.where[op.inputs[0].name], op.output.size, *bounds)
 
 
-def _reduce(lw: Lowering, op: Operator, out: int) -> None:
+def _reduce(lw: Planner, op: Operator, out: int) -> None:
     V.reduce(lw.program, op.op, out, lw.where[op.input.name], op.input.shape, op.axis)
 
 
-def _avg_pool(lw: Lowering, op: Operator, out: int) -> None:
+def _avg_pool(lw: Planner, op: Operator, out: int) -> None:
     V.avg_pool(lw.program, out, lw.where[op.input.name], op.input.shape, op.kernel, op.stride,
                op.pad)
 
 
-def _slice(lw: Lowering, op: Operator, out: int) -> None:
+def _slice(lw: Planner, op: Operator, out: int) -> None:
     V.slice_(lw.program, out, lw.where[op.input1.name], op.input1.shape,
              op.const("start").tolist(), op.output.shape)
 
 
-def _pad(lw: Lowering, op: Operator, out: int) -> None:
+def _pad(lw: Planner, op: Operator, out: int) -> None:
     V.pad(lw.program, out, lw.where[op.input1.name], op.input1.shape,
           op.const("padding").tolist(), float(op.scalar("pad_const")))
 
 
-def _concat(lw: Lowering, op: Operator, out: int) -> None:
+def _concat(lw: Planner, op: Operator, out: int) -> None:
     V.concat(lw.program, out, [lw.where[t.name] for t in op.input1], [t.shape for t in op.input1],
              op.axis)
 
 
-def _transpose(lw: Lowering, op: Operator, out: int) -> None:
+def _transpose(lw: Planner, op: Operator, out: int) -> None:
     V.transpose(lw.program, out, lw.where[op.input1.name], op.input1.shape, op.perms)
 
 
