@@ -26,7 +26,8 @@ import numpy as np
 
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge, statistics
-from hwsim.tosa.reference import ReferenceError, reference_fp64, run_graph
+from hwsim.schedule.lowering import Layer
+from hwsim.tosa.reference import ReferenceError, precise, run_graph
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
 
@@ -82,12 +83,13 @@ def goldens(layers: list, feeds: dict) -> dict:
     return out
 
 
-def retyped(ops: list, dtype: str, acc: str) -> list:
+def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:
     """``ops`` with their float tensors in ``dtype`` (constants rounded to nearest), float dot
-    products accumulating in ``acc`` and float CLAMP bounds rounded to ``dtype``."""
+    products accumulating in ``acc`` and float CLAMP bounds rounded to ``dtype``; ``made``
+    keeps the converted tensors by name, to share them between calls."""
     from hwsim.tosa.dtypes import dtype as lookup
     np_type = lookup(dtype).np.type
-    made: dict[str, Tensor] = {}
+    made = {} if made is None else made
 
     def convert(t: Tensor) -> Tensor:
         if not t.dtype.is_float:
@@ -124,37 +126,70 @@ def _tail(ops: list, ref: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray, np.n
     return ref, bnd
 
 
-def _float_verdict(ops: list, sim: np.ndarray, golden: np.ndarray, feeds: dict) -> Verdict:
-    """A float layer's verdict (module docstring)."""
-    dt = ops[-1].output.dtype
-    if statistics(sim, golden, dt)[0] == np.size(golden):
-        return judge(ops[-1], sim, golden)
-    first = ops[0]
-    if not all(op.op in TAIL and (op.op != "MUL" or any(t.is_const for t in op.inputs))
-               for op in ops[1:]):
-        return judge(ops[-1], sim, golden)
-    single = Graph([first], [t for t in dict.fromkeys(first.inputs) if not t.is_const],
-                   first.outputs, "rule")
-    ref, bnd = reference_fp64(single, first, feeds)
-    ref, bnd = _tail(ops, np.asarray(ref, np.float64), np.asarray(bnd, np.float64))
-    shape = first.output.shape
-    x = feeds.get(first.inputs[0].name) if first.inputs else None
-    return judge(first, np.reshape(sim, shape), np.reshape(golden, shape),
-                 ref64=ref.reshape(shape), bnd64=bnd.reshape(shape), x=x)
+@dataclass
+class _Float:
+    """A float layer to judge: its operators, simulated output, golden and input values."""
+
+    index: int
+    ops: list
+    sim: np.ndarray
+    golden: np.ndarray
+    feeds: dict
 
 
-def _narrow(layer, sim: np.ndarray, feeds: dict, types) -> Verdict:
-    """The layer judged as an operator of the narrower compute type (module docstring)."""
+def _carried(ops: list) -> bool:
+    """The operators after the first only reshape, clamp or multiply by constants."""
+    return all(op.op in TAIL and (op.op != "MUL" or any(t.is_const for t in op.inputs))
+               for op in ops[1:])
+
+
+def _float_verdicts(cases: list) -> dict:
+    """Verdicts of float layers (module docstring); the fp64 references and bounds of all of
+    them come from one precise reference run."""
+    verdicts, pending = {}, []
+    for c in cases:
+        exact = statistics(c.sim, c.golden, c.ops[-1].output.dtype)[0] == np.size(c.golden)
+        if exact or not _carried(c.ops):
+            verdicts[c.index] = judge(c.ops[-1], c.sim, c.golden)
+        else:
+            pending.append(c)
+    if not pending:
+        return verdicts
+    copies = [Layer(c.index, c.ops[:1]) for c in pending]
+    ops, inputs, names, values = [], [], {}, []
+    for c, layer in zip(pending, copies):
+        layer_ops, layer_inputs, out = _copy(layer, f"P{c.index}")
+        ops += layer_ops
+        inputs += layer_inputs
+        values += [c.feeds[t.name] for t in layer.inputs]
+        names[c.index] = out
+    graph = Graph(ops, inputs, [t for op in ops for t in op.outputs], "precise")
+    bounds = precise(graph, dict(zip((t.name for t in inputs), values)))
+    for c in pending:
+        first = c.ops[0]
+        ref, bnd = (np.asarray(a, np.float64) for a in bounds[names[c.index]])
+        ref, bnd = _tail(c.ops, ref, bnd)
+        shape = first.output.shape
+        x = c.feeds.get(first.inputs[0].name) if first.inputs else None
+        verdicts[c.index] = judge(first, np.reshape(c.sim, shape), np.reshape(c.golden, shape),
+                                  ref64=ref.reshape(shape), bnd64=bnd.reshape(shape), x=x)
+    return verdicts
+
+
+def _narrow(cases: list, types) -> dict:
+    """The layers judged as operators of the narrower compute type (module docstring)."""
     dtype, acc = types
-    ops = retyped(layer.ops, dtype, acc)
-    inside = {op.output.name for op in ops}
-    inputs = [t for t in dict.fromkeys(t for op in ops for t in op.inputs)
-              if not t.is_const and t.name not in inside]
-    narrow = {t.name: np.asarray(feeds[t.name], np.float64).astype(t.dtype.np) for t in inputs}
-    sub = Graph(ops, inputs, [ops[-1].output], "narrow")
-    golden = run_graph(sub, [narrow[t.name] for t in inputs])[ops[-1].output.name]
-    out = np.asarray(sim, np.float64).astype(ops[-1].output.dtype.np)
-    return _float_verdict(ops, out, golden, narrow)
+    layers, feeds, sims, made = [], {}, {}, {}
+    for c in cases:
+        layer = Layer(c.index, retyped(c.ops, dtype, acc, made))
+        layers.append(layer)
+        feeds[c.index] = {t.name: np.asarray(c.feeds[t.name], np.float64).astype(t.dtype.np)
+                          for t in layer.inputs}
+        sims[c.index] = np.asarray(c.sim, np.float64).astype(layer.output.dtype.np)
+    golden = goldens(layers, feeds)
+    return _float_verdicts([_Float(layer.index, layer.ops, sims[layer.index],
+                                   golden[layer.index], feeds[layer.index])
+                            for layer in layers])
 
 
 def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
@@ -165,21 +200,22 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
                            else inputs[t.name] for t in layer.inputs} for layer in layers}
     golden = goldens(layers, feeds)
-    verdicts = {}
+    verdicts, floats = {}, []
     for layer in layers:
         g = golden[layer.index]
         if isinstance(g, ReferenceError):
             verdicts[layer.index] = Verdict(layer.name, layer.output.dtype.name, 0, 0, 0.0,
                                             0.0, "LSB", "deviates", "reference", str(g))
         elif layer.output.dtype.is_float:
-            verdict = _float_verdict(layer.ops, values[layer.index], g, feeds[layer.index])
-            if verdict.status == "deviates" and compute_types and \
-                    compute_types[0] != layer.output.dtype.name:
-                verdict = replace(verdict, narrow=_narrow(layer, values[layer.index],
-                                                          feeds[layer.index], compute_types))
-            verdicts[layer.index] = verdict
+            floats.append(_Float(layer.index, layer.ops, values[layer.index], g,
+                                 feeds[layer.index]))
         else:
             verdicts[layer.index] = judge(layer.ops[-1], values[layer.index], g)
+    verdicts.update(_float_verdicts(floats))
+    narrow = [c for c in floats if verdicts[c.index].status == "deviates" and compute_types
+              and compute_types[0] != c.ops[-1].output.dtype.name]
+    for index, verdict in _narrow(narrow, compute_types).items() if narrow else ():
+        verdicts[index] = replace(verdicts[index], narrow=verdict)
     reference = run_graph(graph, [inputs[t.name] for t in graph.inputs])
     out_ops = {op.output.name: op for op in graph}
     out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
