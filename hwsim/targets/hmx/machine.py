@@ -206,7 +206,7 @@ class HmxMachine(Machine):
         dma_ports = {"vtcm": engine.port("vtcm.dma", t.vtcm_dma_bytes_per_cycle, latency),
                      "ddr": engine.port("ddr", t.ddr_bytes_per_cycle, t.ddr_latency_cycles)}
         self.dma = Dma(engine, "dma", dma_ports, t.dma_channels, t.dma_setup_cycles)
-        self.numerics = getattr(engine, "numerics", True)
+        self.numerics = engine.numerics
 
     def peak_macs_per_cycle(self) -> float:
         return CELLS * CELLS * 2 / self.timing.mpy_cycles_per_vector
