@@ -18,6 +18,7 @@ import hwsim
 from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import spatial_split
 from hwsim.schedule.hmx import conv as C
+from hwsim.schedule.hmx import layer as L
 from hwsim.schedule.hmx import vector as V
 from hwsim.schedule.hmx.program import Arena, Program, WeightStream, spatial_offset, tile_mask
 
@@ -64,9 +65,9 @@ def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_
     program.place("vtcm", xa, x, "x")
     program.usr(1 << 20)
     program.clear_accumulators()
-    layer = C.prepare(program, stream, plan, w, b, chunk_bytes)
+    layer = L.prepare(program, stream, plan, w, b, chunk_bytes)
     stream.open(program)
-    C.emit(program, vtcm, stream, layer, xa, ya)
+    L.emit(program, vtcm, stream, layer, xa, ya)
     result = program.run(m)
     got = m.memory("vtcm").read(ya, conv.h_out * conv.w_out * conv.k_out * 2).view(np.float16)
     got = got.reshape(conv.h_out, conv.w_out, conv.k_out).astype(np.float64)
@@ -139,7 +140,7 @@ def test_choose_prefers_the_less_busy_plan():
     timing = hwsim.machine("hmx").params.as_dict()
 
     def busiest(plan):
-        cost = C.estimate(plan, timing)
+        cost = C.unit_cycles(plan, timing)
         return max(cost["hvx"], cost["mpy"] + (cost["cvt"] if plan.weight_deep else 0),
                    cost["cvt"])
     for conv in (C.Conv(32, 32, 3, 16, (3, 3), pad=(1, 1, 1, 1)), C.Conv(8, 8, 64, 64, (3, 3)),
@@ -147,7 +148,7 @@ def test_choose_prefers_the_less_busy_plan():
         chosen = C.choose(conv, timing)
         for fold in (False, True):
             assert busiest(chosen) <= busiest(C.ConvPlan(conv, fold))
-        assert min(C.estimate(chosen, timing).values()) > 0
+        assert min(C.unit_cycles(chosen, timing).values()) > 0
 
 
 # -- HVX operators ---------------------------------------------------------------------------------

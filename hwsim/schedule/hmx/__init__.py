@@ -1,9 +1,9 @@
 """The HMX lowering: float TOSA graphs onto the Hexagon HMX machine (``hwsim.targets.hmx``).
 
 Float graphs run in FP16 (mode ``fp16``): convolutions, depthwise convolutions and constant-B
-matrix products on HMX with their scale, bias and ReLU in the convert (``conv.py``), everything
-else on HVX (``vector.py``); ``lower.py`` places the tensors, streams the constants and writes
-the program (``program.py``). Mode ``dequantise`` first rewrites an int8 graph as an FP32 graph
+matrix products on HMX with their scale, bias and ReLU in the convert (planned in ``conv.py``,
+written by ``layer.py``), everything else on HVX (``vector.py``); ``lower.py`` places the
+tensors, streams the constants and writes the program (``program.py``). Mode ``dequantise`` first rewrites an int8 graph as an FP32 graph
 in LSB units (``dequantise.py``). Layers (``merge``): a matrix operator with the RESHAPEs, the
 per-channel MUL and the CLAMPs after it; every other operator alone. ``--check`` judges each
 layer in FP32 and, where FP16 data puts it outside the FP32 bound, as an FP16 operator with
@@ -48,7 +48,8 @@ class HmxLowering(Lowering):
             return "its weights (B) are not constants: HMX weights are packed ahead of time"
         if op.op == "MUL" and op.scalar("shift") != 0:
             return "a float MUL has shift 0"
-        return None
+        return None if op.op != "CAST" or op.input.dtype.name in FLOATS else \
+            "only casts between float types (the FP16 value is kept)"
 
     def fuse(self, graph, options):
         return group(graph, merge)

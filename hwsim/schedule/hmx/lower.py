@@ -14,23 +14,24 @@ operators become layers, in topological order:
   between float types move no data (the FP16 value is the same).
 
 Constants (packed weights and bias sets) are placed in DDR and streamed through two VTCM buffers
-for the whole program, so the next layer's weights arrive while this one computes. Layer
-outputs stay in VTCM until the end (so that every layer's result can be read and judged);
-scratch (expanded inputs, croutons) is freed after each layer. Not supported (a
-``ScheduleError``): integer graphs, MATMUL with a non-constant B, and operators outside the
-tables.
+for the whole program, so the next layer's weights arrive while this one computes; the float
+constants of HVX operators come into VTCM at the start. Layer outputs stay in VTCM until the
+end (every layer's result can be read and judged); scratch (expanded inputs, croutons) is freed
+after each layer. A graph output made by an HMX layer leaves for DDR a crouton row at a time.
+What HMX cannot run (integer tensors, a non-constant B) is refused before this by
+``HmxLowering.unsupported``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import VECTOR_BYTES
 from hwsim.schedule.hmx import conv as C
+from hwsim.schedule.hmx import layer as L
 from hwsim.schedule.hmx import vector as V
 from hwsim.schedule.hmx.program import Arena, Program, WeightStream
 from hwsim.tosa.ir import Graph, Operator, Tensor
@@ -49,7 +50,6 @@ class Planned:
     inputs: dict[str, int]  # graph input name -> DDR address (in the input's own type)
     outputs: dict[str, int]  # graph output name -> DDR address
     plans: dict[int, list]  # layer index -> its ConvPlans (HMX layers)
-    vtcm_peak: int
 
 
 def unit_of(layer) -> str:
@@ -105,7 +105,6 @@ class Planner:
     machine's parameters (``params``: name -> value)."""
 
     def __init__(self, graph: Graph, layers: list, params: dict, chunk_bytes: int = 64 << 10):
-        _check_types(graph)
         self.graph, self.layers, self.timing = graph, layers, params
         self.chunk_bytes = chunk_bytes
         self.program = Program()
@@ -134,7 +133,7 @@ class Planner:
         outputs = self._outputs()
         self.stream.close()
         plans = {i: [item.plan for item in items] for i, items in self.prepared.items()}
-        return Planned(p, self.where, inputs, outputs, plans, self.vtcm.peak)
+        return Planned(p, self.where, inputs, outputs, plans)
 
     # -- graph inputs and outputs ----------------------------------------------------------------
     def _constants(self) -> None:
@@ -221,10 +220,10 @@ class Planner:
     def _prepare(self, layer) -> None:
         ep = epilogue(layer.ops)
         for conv, weight, bias in _hmx_convs(layer.ops[0]):
-            relu = ep.low == 0 and C.fits_fp16(bias)
+            relu = ep.low == 0 and L.fits_fp16(bias)
             plan = C.choose(replace(conv, relu=relu), self.timing)
             self.prepared.setdefault(layer.index, []).append(
-                C.prepare(self.program, self.stream, plan, weight, bias, self.chunk_bytes,
+                L.prepare(self.program, self.stream, plan, weight, bias, self.chunk_bytes,
                           layer.name, ep.scale))
 
     def _hmx(self, layer, out: int) -> None:
@@ -242,7 +241,7 @@ class Planner:
             unpacked = self._stream_out(layer.output, item.plan, y,
                                         self.out_ddr[layer.output.name] + i * step_out // 2 *
                                         size) if leaves else None
-            C.emit(self.program, self.vtcm, self.stream, item, x + i * step_in, y, unpacked)
+            L.emit(self.program, self.vtcm, self.stream, item, x + i * step_in, y, unpacked)
         if leaves:
             self.streamed.add(layer.output.name)
         if capped:
@@ -251,17 +250,12 @@ class Planner:
 
 def _hmx_convs(op: Operator) -> list:
     """(Conv, weight, bias) per batch image of an HMX operator."""
-    if op.op == "MATMUL":
-        if not op.B.is_const:
-            raise ScheduleError(f"MATMUL[{op.name}]: B is not a constant; HMX weights are "
-                                "packed ahead of time (a run-time B would need HVX packing)")
+    if op.op == "MATMUL":  # constant weights: HmxLowering.unsupported made sure
         n, h, c = op.A.shape
         w = op.B.shape[2]
         b = op.const("B").astype(np.float64)
         return [(C.Conv(1, h, c, w), b[i].T[:, None, None, :], np.zeros(w))
                 for i in range(n)]
-    if not op.weight.is_const or not op.bias.is_const:
-        raise ScheduleError(f"{op.op}[{op.name}]: weights and bias must be constants")
     n, h, w, c = op.input.shape
     depthwise = op.op == "DEPTHWISE_CONV2D"
     kernel = op.weight.shape[:2] if depthwise else op.weight.shape[1:3]
@@ -271,25 +265,9 @@ def _hmx_convs(op: Operator) -> list:
     return [(conv, op.const("weight").astype(np.float64), bias)] * n
 
 
-def _check_types(graph: Graph) -> None:
-    for t in graph.inputs + graph.outputs:
-        if t.dtype.name not in ("fp32", "fp16"):
-            raise ScheduleError(f"tensor {t.name} is {t.dtype}: HMX runs float graphs (FP32 or "
-                                "FP16) in FP16; an int8 graph needs dequantising first")
-    for op in graph:
-        if op.op not in HMX_OPS + ALIASES and op.op not in VECTOR:
-            raise ScheduleError(f"{op.op}[{op.name}]: not supported on HMX (supported: "
-                                f"{', '.join(sorted(SUPPORTED))})")
-        if op.op == "CAST" and not (op.input.dtype.is_float and op.output.dtype.is_float):
-            raise ScheduleError(f"CAST[{op.name}]: {op.input.dtype} -> {op.output.dtype}: only "
-                                "casts between float types (the FP16 value is kept)")
-
-
 # -- HVX operators: (planner, operator, output address) ------------------------------------------
 
 def _binary(lw: Planner, op: Operator, out: int) -> None:
-    if op.op == "MUL" and op.scalar("shift") != 0:
-        raise ScheduleError(f"MUL[{op.name}]: a float MUL has shift 0")
     V.binary(lw.program, lw.vtcm, op.op, out, lw.where[op.input1.name],
              lw.where[op.input2.name], op.input1.shape, op.input2.shape, op.output.shape)
 
