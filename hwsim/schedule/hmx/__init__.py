@@ -87,8 +87,7 @@ class HmxLowering(Lowering):
 
     def roofs(self, params) -> dict:
         return {"peaks": {"HMX": 2 * 32 * 32 / params.mpy_cycles_per_vector},
-                "bandwidths": {"DDR": params.ddr_bytes_per_cycle,
-                               "VTCM (HMX)": params.vtcm_hmx_bytes_per_cycle}}
+                "bandwidths": {"DDR": params.ddr_bytes_per_cycle}}
 
 
 def _checkpoints(graph, layers, planned, writers) -> dict:
