@@ -59,7 +59,8 @@ def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_
     b = rng.standard_normal(conv.k_out).astype(np.float32)
     m = hwsim.machine("hmx")
     plan = plan or C.choose(conv, m.params.as_dict())
-    program, vtcm, ddr = Program(), Arena("vtcm", VTCM_BASE, 8 << 20), Arena("ddr", DDR_BASE, 64 << 20)
+    program = Program()
+    vtcm, ddr = Arena("vtcm", VTCM_BASE, 8 << 20), Arena("ddr", DDR_BASE, 64 << 20)
     stream = WeightStream(ddr, vtcm)
     xa, ya = vtcm.alloc(x.nbytes, "x"), vtcm.alloc(conv.h_out * conv.w_out * conv.k_out * 2, "y")
     program.place("vtcm", xa, x, "x")
@@ -84,7 +85,8 @@ convs = st.builds(
         h, w, c, c * m if depthwise else k, kernel, stride,
         tuple(min(p, kernel[i // 2] - 1) for i, p in enumerate(pads)), dil, depthwise, relu),
     st.integers(3, 12), st.integers(3, 12), st.integers(1, 40), st.integers(1, 70),
-    st.tuples(st.integers(1, 3), st.integers(1, 3)), st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    st.tuples(st.integers(1, 2), st.integers(1, 2)),
     st.tuples(st.integers(1, 2), st.integers(1, 2)), st.tuples(*[st.integers(0, 2)] * 4),
     st.booleans(), st.booleans(), st.integers(1, 2))
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hwsim.schedule.lowering import Layer
+from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge, statistics
-from hwsim.schedule.lowering import Layer
 from hwsim.tosa.reference import ReferenceError, precise, run_graph
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
@@ -87,7 +88,6 @@ def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:
     """``ops`` with their float tensors in ``dtype`` (constants rounded to nearest), float dot
     products accumulating in ``acc`` and float CLAMP bounds rounded to ``dtype``; ``made``
     keeps the converted tensors by name, to share them between calls."""
-    from hwsim.tosa.dtypes import dtype as lookup
     np_type = lookup(dtype).np.type
     made = {} if made is None else made
 
@@ -107,7 +107,8 @@ def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:
             attrs["acc_type"] = acc
         if op.op == "CLAMP" and op.inputs[0].dtype.is_float:
             with np.errstate(over="ignore"):
-                attrs.update(min_val=float(np_type(op.min_val)), max_val=float(np_type(op.max_val)))
+                attrs.update(min_val=float(np_type(op.min_val)),
+                             max_val=float(np_type(op.max_val)))
         out.append(Operator(op.op, [convert(t) for t in op.inputs],
                             [convert(t) for t in op.outputs], attrs, op.name))
     return out
@@ -155,9 +156,9 @@ def _float_verdicts(cases: list) -> dict:
             pending.append(c)
     if not pending:
         return verdicts
-    copies = [Layer(c.index, c.ops[:1]) for c in pending]
     ops, inputs, names, values = [], [], {}, []
-    for c, layer in zip(pending, copies):
+    for c in pending:
+        layer = Layer(c.index, c.ops[:1])
         layer_ops, layer_inputs, out = _copy(layer, f"P{c.index}")
         ops += layer_ops
         inputs += layer_inputs

@@ -72,9 +72,10 @@ class _Rewrite:
     # -- operators ---------------------------------------------------------------------------------
     def matrix(self, op: Operator) -> None:
         x, w = op.inputs[0], op.inputs[1]
-        if self.zero_point(x) != op.scalar(ZERO_POINTS[op.op]):
-            raise ScheduleError(f"{op.op}[{op.name}]: input zero point {op.scalar(ZERO_POINTS[op.op])}"
-                                f" differs from its producer's {self.zero_point(x)}")
+        zp = op.scalar(ZERO_POINTS[op.op])
+        if self.zero_point(x) != zp:
+            raise ScheduleError(f"{op.op}[{op.name}]: input zero point {zp} differs from its "
+                                f"producer's {self.zero_point(x)}")
         w_zp = op.scalar("B_zp" if op.op == "MATMUL" else "weight_zp")
         weight = w.data.astype(np.float64) - w_zp if w.is_const else None
         if weight is None:

@@ -140,8 +140,8 @@ def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias
     units = []
     for g in range(0, c.groups, step):
         if step == 2 and g + 1 < c.groups:
-            units.append(([g, g + 1], pair_chunk(mats[g], mats[g + 1],
-                                                 sets[g * BIAS_SET_BYTES:(g + 2) * BIAS_SET_BYTES])))
+            pair_sets = sets[g * BIAS_SET_BYTES:(g + 2) * BIAS_SET_BYTES]
+            units.append(([g, g + 1], pair_chunk(mats[g], mats[g + 1], pair_sets)))
         else:
             units.append(([g], group_chunk(plan, mats[g],
                                            sets[g * BIAS_SET_BYTES:(g + 1) * BIAS_SET_BYTES])))
