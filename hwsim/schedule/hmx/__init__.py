@@ -4,8 +4,9 @@ Float graphs run in FP16 (mode ``fp16``): convolutions, depthwise convolutions a
 matrix products on HMX with their scale, bias and ReLU in the convert (planned in ``conv.py``,
 written by ``layer.py``), everything else on HVX (``vector.py``); ``lower.py`` places the
 tensors, streams the constants and writes the program (``program.py``). Mode ``dequantise``
-first rewrites an int8 graph as an FP32 graph in LSB units (``dequantise.py``). Layers (``merge``): a matrix operator with the RESHAPEs, the
-per-channel MUL and the CLAMPs after it; every other operator alone. ``--check`` judges each
+first rewrites an int8 graph as an FP32 graph in LSB units (``dequantise.py``). Layers
+(``merge``): a matrix operator with the RESHAPEs, the per-channel MUL and the CLAMPs after it;
+every other operator alone. ``--check`` judges each
 layer in FP32 and, where FP16 data puts it outside the FP32 bound, as an FP16 operator with
 FP32 accumulation (``compute_types``).
 """
