@@ -137,11 +137,10 @@ class Planner:
 
     # -- graph inputs and outputs ----------------------------------------------------------------
     def _constants(self) -> None:
-        """Float constants read by HVX operators: FP16 in DDR, brought into VTCM at the start."""
+        """Float constants read as data (not packed as HMX weights): FP16 in DDR, brought into
+        VTCM at the start."""
         for op in self.graph:
-            if op.op in HMX_OPS:
-                continue
-            for t in op.inputs:
+            for t in op.inputs[:1] if op.op in HMX_OPS else op.inputs:
                 if t.is_const and t.dtype.is_float and t.name not in self.where:
                     with np.errstate(over="ignore"):
                         data = np.asarray(t.data).astype(np.float16)
