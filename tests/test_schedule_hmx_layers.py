@@ -229,3 +229,21 @@ def test_data_movement():
     assert (got == x.transpose(0, 3, 1, 2)).all()
     with pytest.raises(ScheduleError, match="cannot broadcast"):
         run_hvx(lambda p, v, out, a: V.broadcast_to(p, v, a, (2, 3), (4, 3)), [x], (4, 3))
+
+
+def test_bias_fields_round_once_against_the_oracle():
+    from fractions import Fraction
+    from tests import oracle
+    rng = np.random.default_rng(9)
+    values = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-6, 4, 200),
+                             [65504.0, -1e-9, 0.1, 3.0e-5]])
+    for mbits in (14, 15):
+        got = L.ext_fp16_bits(values, mbits)
+        for v, bits in zip(values, got.tolist()):
+            assert bits == oracle.round_to(Fraction(float(v)), 5, mbits), (v, mbits)
+    with pytest.raises(ScheduleError, match="outside the FP16 range"):
+        L.ext_fp16_bits([70000.0], 15)
+    sets = L.bias_sets(np.array([1e5, -2.0]), relu=False, scale=[0.5, 0.25])
+    fields = L.layouts.unpack_bias(sets)  # an out-of-range bias goes in as b_o = s * b
+    assert fields["input_bias"][:2].tolist() == [0, 0]
+    assert fields["output_bias"][:2].tolist() == L.ext_fp16_bits([5e4, -0.5], 14).tolist()
