@@ -9,7 +9,7 @@ approximations; these are the documented choices:
 * ``fp16_binary``: a + b or a * b, one rounding to nearest even. ``fp16_clamp``: min(max(x, lo),
   hi) with -0 below +0; a NaN stays NaN.
 * ``fp16_exp``: exp(x) correctly rounded to FP16: the float64 ``exp`` rounded once more to
-  FP16, exhaustively checked against a 100-bit ``mpmath`` value in the tests, so the double
+  FP16, exhaustively checked against a 110-bit ``gmpy2`` value in the tests, so the double
   rounding never bites for any FP16 input. A real HVX routine is a polynomial with a few ULP of
   error: this is the idealised routine.
 * ``fp16_recip``: 1/x correctly rounded, from an exact integer division (one rounding).
