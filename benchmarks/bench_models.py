@@ -2,8 +2,9 @@
 
     PYTHONPATH=. python benchmarks/bench_models.py [--repeat 5] [--targets gap9]
 
-For each model (the four int8 MLPerf Tiny models in ../shared/models, else their synthetic
-look-alikes) and each target with a scheduler:
+For each target with a scheduler and each model and numeric mode it supports (``CASES``: GAP9
+the four int8 MLPerf Tiny models in ../shared/models; HMX the FP32 ones in its FP16 mode and
+the int8 autoencoder in its dequantise mode; else their synthetic look-alikes):
 
 * ``warm_s``: wall time of ``estimate(..., check=True)`` (lower, simulate, attribute, judge every
   layer and the outputs) with the numba cache warm: the median of ``--repeat`` runs after one
@@ -18,12 +19,14 @@ look-alikes) and each target with a scheduler:
 * ``timing_only_s`` and ``numerics_speedup``: ``estimate`` without ``check`` with and without
   the datapaths (``numerics=False``), and their ratio.
 
-``--conformance`` also runs tosa-tools' generated operator tests (int8/int16/int32 positive
-tests of the operators the lowering supports, small shapes) through each target's system under
-test (``hwsim.tosa.sut``) and counts the verdicts.
+``--conformance`` also runs tosa-tools' generated operator tests (positive tests of the
+operators the lowering supports, small shapes; int8/int16/int32 for GAP9, fp16 for HMX)
+through each target's system under test (``hwsim.tosa.sut``) and counts the verdicts.
 
-Results are printed and saved in benchmarks/results/models.json: one row per (target, model),
-so other targets add rows to the same table.
+Results are printed and saved in benchmarks/results/models.json: one row per (target, model,
+mode); a run replaces the rows it measured and keeps the others. ``exact`` says whether every
+layer was bit-exact, ``explained`` whether every layer was within the TOSA bound of its type or
+of the machine's narrower compute type (HMX: FP16).
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ from hwsim.traces.files import atomic_write_text  # noqa: E402
 MODELS = ROOT.parent / "shared" / "models"
 REAL = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1", "resnet8_int8": "resnet8",
         "ad01_int8": "autoencoder"}
+# target -> (model file stem, synthetic stand-in, its dtype, numeric mode or None: the default)
+CASES = {
+    "gap9": [(name, synthetic, "int8", None) for name, synthetic in REAL.items()],
+    "hmx": [("resnet8_fp32", "resnet8", "fp32", None), ("ad01_fp32", "autoencoder", "fp32", None),
+            ("ds_cnn fp32", "ds_cnn", "fp32", None),
+            ("mobilenet_v1 fp32", "mobilenet_v1", "fp32", None),
+            ("ad01_int8", "autoencoder", "int8", "dequantise")],
+}
 COLD = """
 import resource, sys, time
 start = time.perf_counter()
@@ -61,10 +72,10 @@ import numpy as np
 graph = load_graph(sys.argv[1]) if sys.argv[1].endswith(".tflite") else None
 if graph is None:
     from hwsim.tosa.models import model
-    graph = model(sys.argv[1])
+    graph = model(sys.argv[1], dtype=sys.argv[5])
 x = np.load(sys.argv[3])
 t = time.perf_counter()
-estimate(graph, sys.argv[2], check=True, inputs=x)
+estimate(graph, sys.argv[2], mode=sys.argv[4] or None, check=True, inputs=x)
 call = time.perf_counter() - t
 print(call, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
@@ -79,42 +90,73 @@ def median_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def cold(source: str, target: str, x: np.ndarray) -> dict:
+def cold(source: str, target: str, x: np.ndarray, mode: str | None, dtype: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hwsim-bench-") as tmp:
         np.save(Path(tmp) / "x.npy", x)
         env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(tmp) / "numba"),
                "PYTHONPATH": str(ROOT)}
         out = subprocess.run([sys.executable, "-c", COLD, source, target,
-                              str(Path(tmp) / "x.npy")], capture_output=True, text=True,
-                             env=env, check=True)
+                              str(Path(tmp) / "x.npy"), mode or "", dtype],
+                             capture_output=True, text=True, env=env, check=True)
     call, process, rss_kb = out.stdout.split()
     return {"cold_s": float(call), "cold_process_s": float(process),
             "peak_mb": int(rss_kb) / 1024}
 
 
-def measure(name: str, source: str, graph, target: str, repeat: int) -> dict:
+def explained(report) -> bool:
+    return all(r.verdict.status != "deviates" or (r.verdict.narrow is not None and
+                                                  r.verdict.narrow.status != "deviates")
+               for r in report.layers)
+
+
+def measure(name: str, source: str, graph, target: str, repeat: int, mode: str | None = None,
+            dtype: str = "int8") -> dict:
     x = np.load(MODELS / "kws_sample_input.npy") if name == "kws_ref_model" else \
         sample_input(graph)
-    report = estimate(graph, target, check=True, inputs=x)          # warm-up (numba cache)
-    run_graph(graph, x)
+    run = dict(mode=mode, inputs=x)
+    report = estimate(graph, target, check=True, **run)             # warm-up (numba cache)
+    reference_graph = report_graph(graph, target, mode)
+    run_graph(reference_graph, x)
     pairs, reports = [], []
     for _ in range(repeat):
-        reference = median_time(lambda: run_graph(graph, x), 1)
-        warm = median_time(lambda: reports.append(estimate(graph, target, check=True,
-                                                           inputs=x)), 1)
+        reference = median_time(lambda: run_graph(reference_graph, x), 1)
+        warm = median_time(lambda: reports.append(estimate(graph, target, check=True, **run)),
+                           1)
         pairs.append((reference, warm))
     phases = {k: statistics.median(r.wall[k] for r in reports) for k in reports[0].wall}
-    full = median_time(lambda: estimate(graph, target, inputs=x), repeat)
-    timing = median_time(lambda: estimate(graph, target, inputs=x, numerics=False), repeat)
+    full = median_time(lambda: estimate(graph, target, **run), repeat)
+    timing = median_time(lambda: estimate(graph, target, numerics=False, **run), repeat)
     exact = all(r.verdict.status == "exact" for r in report.layers)
     return {"target": target, "model": name, "mode": report.mode, "layers": len(report.layers),
             "operators": len(graph), "macs": graph.macs, "cycles": report.cycles,
             "simulated_ms": report.seconds * 1e3, "bit_exact": exact,
+            "explained": explained(report),
             "reference_s": statistics.median(r for r, _ in pairs),
             "warm_s": statistics.median(w for _, w in pairs),
             "ratio": statistics.median(w / r for r, w in pairs),
-            "phases_s": phases, **cold(source, target, x), "full_s": full,
+            "phases_s": phases, **cold(source, target, x, mode, dtype), "full_s": full,
             "timing_only_s": timing, "numerics_speedup": full / timing}
+
+
+def report_graph(graph, target: str, mode: str | None):
+    """The graph the target actually runs (after its rewrite, e.g. HMX dequantise)."""
+    from hwsim.schedule import lowering
+    low = lowering(target)
+    return low.rewrite(graph, low.options(mode))
+
+
+def cases(target: str) -> list:
+    """(name, source, graph, mode, dtype) of the models a target runs: the real files when
+    ../shared/models has them, else the synthetic look-alikes."""
+    out = []
+    for stem, synthetic, dtype, mode in CASES.get(target, []):
+        path = MODELS / f"{stem}.tflite"
+        if path.exists():
+            out.append((stem, str(path), load_graph(path), mode, dtype))
+        else:
+            out.append((f"synthetic {synthetic} {dtype}", synthetic, model(synthetic, dtype=dtype),
+                        mode, dtype))
+    return out
 
 
 CONFORMANCE = [
@@ -124,6 +166,9 @@ CONFORMANCE = [
      "maximum|minimum)$", "1,3,4,3"],
     ["^(reduce_sum|reduce_max|reshape|transpose|concat|pad|slice)$", "1,3,4,3"],
 ]
+
+
+DTYPES = {"gap9": ["int8", "int16", "int32"], "hmx": ["fp16"]}  # HMX computes in FP16
 
 
 def conformance(target: str) -> dict:
@@ -144,7 +189,7 @@ def conformance(target: str) -> dict:
                 build(["-o", tmp, "--tosa-version", "1.0", "--seed", "0",
                        "--no-special-tests", "--num-rand-permutations", "1", "--test-type",
                        "positive", "--filter", pattern, "--target-shape", shape,
-                       "--target-dtype", "int8", "int16", "int32"])
+                       "--target-dtype", *DTYPES.get(target, ["int8", "int16", "int32"])])
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             run(["-t", tmp, "-r", "--no-color", "--xunit-file", f"{tmp}/r.xml",
@@ -172,31 +217,32 @@ def main(argv=None) -> int:
     parser.add_argument("--conformance", action="store_true",
                         help="also run generated TOSA operator tests on each target")
     args = parser.parse_args(argv)
-    if MODELS.is_dir():
-        cases = [(name, str(MODELS / f"{name}.tflite"), load_graph(MODELS / f"{name}.tflite"))
-                 for name in REAL]
-    else:
-        cases = [(f"synthetic {s}", s, model(s)) for s in REAL.values()]
     rows = []
     for target in args.targets:
-        for name, source, graph in cases:
-            row = measure(name, source, graph, target, args.repeat)
+        for name, source, graph, mode, dtype in cases(target):
+            row = measure(name, source, graph, target, args.repeat, mode, dtype)
             rows.append(row)
-            print(f"{target:5} {name:16} ref {row['reference_s'] * 1e3:6.1f} ms  warm "
-                  f"{row['warm_s'] * 1e3:7.1f} ms ({row['ratio']:4.1f}x)  cold "
+            print(f"{target:5} {name:18} {row['mode']:10} ref {row['reference_s'] * 1e3:6.1f} "
+                  f"ms  warm {row['warm_s'] * 1e3:7.1f} ms ({row['ratio']:4.1f}x)  cold "
                   f"{row['cold_s']:5.2f} s  peak {row['peak_mb']:5.0f} MB  timing-only "
                   f"x{row['numerics_speedup']:.2f}  {row['cycles']:,} cycles  "
-                  f"exact={row['bit_exact']}", flush=True)
-    result = {"command": "PYTHONPATH=. python benchmarks/bench_models.py", "rows": rows}
+                  f"exact={row['bit_exact']} explained={row['explained']}", flush=True)
+    out = ROOT / "benchmarks" / "results" / "models.json"
+    result = json.loads(out.read_text()) if out.exists() else {}
+    measured = {(r["target"], r["model"], r["mode"]) for r in rows}
+    kept = [r for r in result.get("rows", [])
+            if (r["target"], r["model"], r["mode"]) not in measured]
+    result.update(command="PYTHONPATH=. python benchmarks/bench_models.py", rows=kept + rows)
     if args.conformance:
-        result["conformance"] = [conformance(target) for target in args.targets]
-        for c in result["conformance"]:
+        done = [conformance(target) for target in args.targets]
+        result["conformance"] = [c for c in result.get("conformance", [])
+                                 if c["target"] not in args.targets] + done
+        for c in done:
             print(f"{c['target']} conformance: {c.get('expected_pass', 0)} pass, "
                   f"{c['rejected']} rejected by the lowering (unsupported), "
                   f"{len(c['wrong'])} wrong, {c.get('skipped', 0)} skipped")
             for name in c["wrong"]:
                 print("  wrong:", name)
-    out = ROOT / "benchmarks" / "results" / "models.json"
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(f"saved {out}")
     return 0

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import hwsim
-from hwsim.targets.hmx import hvx
+from hwsim.targets.hmx import hvx_kernels as hvx
 from hwsim.targets.hmx import layouts as L
 from tests import hmx_oracle as O
 

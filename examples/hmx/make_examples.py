@@ -120,10 +120,46 @@ def dma_hvx_example() -> dict[str, np.ndarray]:
     return {"layer_x.npy": x, "layer_w.npy": w, "layer_bias.npy": rows, "layer_out.npy": out}
 
 
+def classifier_head_example() -> dict[str, np.ndarray]:
+    """FP32 features [4, 4, 10] -> FP16, global average pool, softmax, padded to 16 lanes, FP32.
+    Each step rounds once to FP16 (the pool and the sum accumulate in FP32 first)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 2, (4, 4, 10)).astype(np.float32)
+    h = x.astype(np.float16).astype(np.float32).reshape(16, 10)
+    total = np.zeros(10, np.float32)
+    for row in h:  # FP32 additions in row-major order
+        total = (total + row).astype(np.float32)
+    pooled = (total / np.float32(16)).astype(np.float16).astype(np.float64)
+    shifted = (pooled - pooled.max()).astype(np.float16).astype(np.float64)
+    e = np.exp(shifted).astype(np.float16)
+    s = np.float32(0)
+    for v in e.astype(np.float32):
+        s = np.float32(s + v)
+    inv = np.float16(1.0 / np.float64(np.float16(s)))
+    probs = np.zeros(16, np.float16)
+    probs[:10] = (e.astype(np.float64) * np.float64(inv)).astype(np.float16)
+    return {"head_x.npy": x, "head_out.npy": probs.astype(np.float32)}
+
+
+def double_buffer_example() -> dict[str, np.ndarray]:
+    """An 8 x 4 x 32 activation and four 32-filter weight groups streamed through two VTCM
+    buffers, pre-packed in DDR (Figure 8 layout, written here by its formula)."""
+    rng = np.random.default_rng(11)
+    x = (rng.integers(-16, 17, (8, 4, 32)) / 8).astype(np.float16)
+    w = (rng.integers(-16, 17, (128, 32)) / 16).astype(np.float16)  # [o, i]
+    packed = w.reshape(4, 32, 16, 2).transpose(0, 2, 1, 3)  # group, vector, o, i (o * 2 + i)
+    acc = np.einsum("hwc,oc->hwo", x.astype(np.float64), w.astype(np.float64)).reshape(32, 128)
+    out = [crouton_bytes(to_fp16(acc[:, g * 32:(g + 1) * 32])) for g in range(4)]
+    return {"db_x.npy": x, "db_w.npy": np.ascontiguousarray(packed),
+            "db_out.npy": np.concatenate(out)}
+
+
 def main(argv: list[str]) -> int:
     out_dir = Path(argv[1]) if len(argv) > 1 else HERE / "data"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, array in {**manual_examples(), **dma_hvx_example()}.items():
+    made = {**manual_examples(), **dma_hvx_example(), **classifier_head_example(),
+            **double_buffer_example()}
+    for name, array in made.items():
         np.save(out_dir / name, array)
     return 0
 

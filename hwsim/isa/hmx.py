@@ -142,9 +142,21 @@ HVX_SPECS = [
     Spec("hvx_pack_wgt", "hvx", ints=("dst", "src", "k_out", "k_in")),
     Spec("hvx_pack_bias", "hvx", ints=("dst", "src", "k_out", "shape")),
     Spec("hvx_add", "hvx", ints=("dst", "a", "b", "n")),
+    Spec("hvx_sub", "hvx", ints=("dst", "a", "b", "n")),
     Spec("hvx_mul", "hvx", ints=("dst", "a", "b", "n")),
     Spec("hvx_relu", "hvx", ints=("dst", "a", "n")),
     Spec("hvx_clamp", "hvx", ints=("dst", "a", "n", "lo", "hi")),
+    Spec("hvx_exp", "hvx", ints=("dst", "a", "n")),
+    Spec("hvx_recip", "hvx", ints=("dst", "a", "n")),
+    Spec("hvx_reduce_sum", "hvx", ints=("dst", "src", "outer", "n", "inner")),
+    Spec("hvx_reduce_max", "hvx", ints=("dst", "src", "outer", "n", "inner")),
+    Spec("hvx_avg_pool", "hvx", ints=("dst", "src", "h", "w", "c", "kh", "kw", "sh", "sw",
+                                      "pad_top", "pad_bottom", "pad_left", "pad_right")),
+    Spec("hvx_f32_to_f16", "hvx", ints=("dst", "src", "n")),
+    Spec("hvx_f16_to_f32", "hvx", ints=("dst", "src", "n")),
+    Spec("hvx_copy", "hvx", ints=("dst", "src", "row_bytes", "rows", "dst_stride",
+                                  "src_stride")),
+    Spec("hvx_fill", "hvx", ints=("dst", "n", "value")),
 ]
 _DMA_2D = ("row_bytes", "rows", "dst_stride", "src_stride")
 DMA_SPECS = [
@@ -153,6 +165,7 @@ DMA_SPECS = [
     Spec("dma_ddr_to_vtcm_2d", "dma", ints=("dst", "src") + _DMA_2D),
     Spec("dma_vtcm_to_ddr_2d", "dma", ints=("dst", "src") + _DMA_2D),
     Spec("dma_wait", "dma_wait"),
+    Spec("dma_fence", "dma_fence"),
 ]
 SPECS = {spec.name: spec for spec in HMX_SPECS + HVX_SPECS + DMA_SPECS}
 
@@ -420,6 +433,20 @@ def pair(items: list) -> list:
         raise pending.error("activation is not followed by its weight (end of program); the "
                             "two form one multiply (2.2)")
     return program
+
+
+def format_item(item) -> str:
+    """A program item as trace text (a multiply is its two lines): register words re-encoded
+    from the fields, so that parsing the text gives the same item."""
+    if isinstance(item, Multiply):
+        return format_item(item.act) + "\n" + format_item(item.wgt)
+    values = [word.encode(**{name: item.fields[name] for name in word.fields})
+              for word in item.spec.words]
+    if item.kind == "usr":
+        return f"USR = {values[0]:#x}"
+    args = [f"{v:#x}" for v in values] + [f"{v:#x}" if abs(v) >= 4096 else str(v)
+                                          for v in (item.fields[n] for n in item.spec.ints)]
+    return f"{item.spec.name}({', '.join(args)})"
 
 
 def parse_program(lines: list[tuple[str, Location]], specs: dict[str, Spec] = SPECS) -> list:

@@ -26,6 +26,7 @@ from hwsim.tosa.ir import Graph
 
 # target -> "module:class" of its lowering (one line per machine)
 LOWERINGS = {"gap9": "hwsim.schedule.gap9:Gap9Lowering",
+             "hmx": "hwsim.schedule.hmx:HmxLowering",
              "sme": "hwsim.schedule.sme:SmeLowering"}
 
 
@@ -90,6 +91,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     graph, name = _graph(model)
     low = lowering(target)
     options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
+    graph = low.rewrite(graph, options)
     machine, run_params = _machine(low, options.params)
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)

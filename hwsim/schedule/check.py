@@ -4,22 +4,34 @@ Each layer's golden is the reference model's output for that layer's operators r
 inputs the simulator itself used (its producers' simulated outputs), so an error in one layer
 does not spread into the verdicts of the next. All layers are judged in one reference run: a
 graph holding a copy of every layer, its inputs fed as graph inputs. The graph outputs are
-also judged against a whole-graph reference run on the model input. Each layer's verdict is
-its lowering's ``judge`` (by default ``hwsim.tosa.judge``'s: integer results must be bit-exact,
-floats within their operator's TOSA rule); a float dot product as a graph output gets only its
-error statistics against the whole-graph reference, for which no bound exists.
+also judged against a whole-graph reference run on the model input. Verdicts are
+``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
+error in LSB.
+
+Float layers that are not bit-exact are judged with the TOSA precision rule of their first
+operator (its dot-product, ULP or error bound) on that operator's fp64 reference and bound,
+carried exactly through the rest of the layer when the rest only reshapes, clamps or multiplies
+by constants (a convolution with its fused scale and ReLU); other layers by their last
+operator's rule against the golden. When a machine computes in a narrower float type than the
+graph's (``Lowering.compute_types``, e.g. HMX's FP16), a layer outside its graph type's bound is
+judged again as that type's operator, on the same inputs rounded to it (``Verdict.narrow``):
+within that bound, the deviation is the format's, not an error. A lowering may judge a layer
+itself instead (``Lowering.judge``: SME's BF16 dot products, judged on BF16-rounded operands).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hwsim.schedule.lowering import Layer
+from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge, statistics
-from hwsim.tosa.numerics import DOT_OPS
-from hwsim.tosa.reference import ReferenceError, run_graph
+from hwsim.tosa.reference import ReferenceError, precise, run_graph
+
+TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
 
 
 @dataclass(frozen=True)
@@ -73,39 +85,161 @@ def goldens(layers: list, feeds: dict) -> dict:
     return out
 
 
+def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:
+    """``ops`` with their float tensors in ``dtype`` (constants rounded to nearest), float dot
+    products accumulating in ``acc`` and float CLAMP bounds rounded to ``dtype``; ``made``
+    keeps the converted tensors by name, to share them between calls."""
+    np_type = lookup(dtype).np.type
+    made = {} if made is None else made
+
+    def convert(t: Tensor) -> Tensor:
+        if not t.dtype.is_float:
+            return t
+        if t.name not in made:
+            with np.errstate(over="ignore"):
+                data = None if t.data is None else np.asarray(t.data, np.float64).astype(np_type)
+            made[t.name] = Tensor(t.name, t.shape, dtype, data)
+        return made[t.name]
+
+    out = []
+    for op in ops:
+        attrs = dict(op.attrs)
+        if "acc_type" in attrs and op.output.dtype.is_float:
+            attrs["acc_type"] = acc
+        if op.op == "CLAMP" and op.inputs[0].dtype.is_float:
+            with np.errstate(over="ignore"):
+                attrs.update(min_val=float(np_type(op.min_val)),
+                             max_val=float(np_type(op.max_val)))
+        out.append(Operator(op.op, [convert(t) for t in op.inputs],
+                            [convert(t) for t in op.outputs], attrs, op.name))
+    return out
+
+
+def _tail(ops: list, ref: np.ndarray, bnd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An fp64 reference and bound carried through reshapes, clamps and constant MULs."""
+    for prev, op in zip(ops, ops[1:]):
+        if op.op == "CLAMP":
+            ref = np.clip(ref, op.min_val, op.max_val)
+        elif op.op == "MUL":
+            other = op.inputs[1] if op.inputs[0].name == prev.output.name else op.inputs[0]
+            ref, bnd = ref * other.data, bnd * np.abs(other.data)
+        ref, bnd = ref.reshape(op.output.shape), np.broadcast_to(bnd, ref.shape).reshape(
+            op.output.shape)
+    return ref, bnd
+
+
+@dataclass
+class _Float:
+    """A float layer to judge: its operators, simulated output, golden and input values."""
+
+    index: int
+    ops: list
+    sim: np.ndarray
+    golden: np.ndarray
+    feeds: dict
+
+
+def _carried(ops: list) -> bool:
+    """The operators after the first only reshape, clamp or multiply by constants."""
+    return all(op.op in TAIL and (op.op != "MUL" or any(t.is_const for t in op.inputs))
+               for op in ops[1:])
+
+
+def _float_verdicts(cases: list) -> dict:
+    """Verdicts of float layers (module docstring); the fp64 references and bounds of all of
+    them come from one precise reference run."""
+    verdicts, pending = {}, []
+    for c in cases:
+        exact = statistics(c.sim, c.golden, c.ops[-1].output.dtype)[0] == np.size(c.golden)
+        if exact or not _carried(c.ops):
+            verdicts[c.index] = judge(c.ops[-1], c.sim, c.golden)
+        else:
+            pending.append(c)
+    if not pending:
+        return verdicts
+    ops, inputs, names, values = [], [], {}, []
+    for c in pending:
+        layer = Layer(c.index, c.ops[:1])
+        layer_ops, layer_inputs, out = _copy(layer, f"P{c.index}")
+        ops += layer_ops
+        inputs += layer_inputs
+        values += [c.feeds[t.name] for t in layer.inputs]
+        names[c.index] = out
+    graph = Graph(ops, inputs, [t for op in ops for t in op.outputs], "precise")
+    bounds = precise(graph, dict(zip((t.name for t in inputs), values)))
+    for c in pending:
+        first = c.ops[0]
+        ref, bnd = (np.asarray(a, np.float64) for a in bounds[names[c.index]])
+        ref, bnd = _tail(c.ops, ref, bnd)
+        shape = first.output.shape
+        x = c.feeds.get(first.inputs[0].name) if first.inputs else None
+        verdicts[c.index] = judge(first, np.reshape(c.sim, shape), np.reshape(c.golden, shape),
+                                  ref64=ref.reshape(shape), bnd64=bnd.reshape(shape), x=x)
+    return verdicts
+
+
+def _narrow(cases: list, types) -> dict:
+    """The layers judged as operators of the narrower compute type (module docstring)."""
+    dtype, acc = types
+    layers, feeds, sims, made = [], {}, {}, {}
+    for c in cases:
+        layer = Layer(c.index, retyped(c.ops, dtype, acc, made))
+        layers.append(layer)
+        feeds[c.index] = {t.name: np.asarray(c.feeds[t.name], np.float64).astype(t.dtype.np)
+                          for t in layer.inputs}
+        sims[c.index] = np.asarray(c.sim, np.float64).astype(layer.output.dtype.np)
+    golden = goldens(layers, feeds)
+    return _float_verdicts([_Float(layer.index, layer.ops, sims[layer.index],
+                                   golden[layer.index], feeds[layer.index])
+                            for layer in layers])
+
+
 def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
           low, options) -> Check:
-    """Verdicts of every layer's simulated output (``values``, judged by the lowering's
-    ``judge``) and of the graph outputs."""
+    """Verdicts of every layer's simulated output (``values``) and of the graph outputs, by
+    the lowering ``low`` where it judges a layer itself (``Lowering.judge``), else as the
+    module docstring says."""
+    compute_types = low.compute_types(options)
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
                            else inputs[t.name] for t in layer.inputs} for layer in layers}
     golden = goldens(layers, feeds)
-    verdicts = {}
+    verdicts, floats = {}, []
     for layer in layers:
         g = golden[layer.index]
         if isinstance(g, ReferenceError):
             verdicts[layer.index] = Verdict(layer.name, layer.output.dtype.name, 0, 0, 0.0,
                                             0.0, "LSB", "deviates", "reference", str(g))
+        elif (own := low.judge(layer, values[layer.index], feeds[layer.index], options)) \
+                is not None:
+            verdicts[layer.index] = own
+        elif layer.output.dtype.is_float:
+            floats.append(_Float(layer.index, layer.ops, values[layer.index], g,
+                                 feeds[layer.index]))
         else:
-            verdicts[layer.index] = low.judge(layer, values[layer.index], g,
-                                              feeds[layer.index], options)
+            verdicts[layer.index] = judge(layer.ops[-1], values[layer.index], g)
+    verdicts.update(_float_verdicts(floats))
+    narrow = [c for c in floats if verdicts[c.index].status == "deviates" and compute_types
+              and compute_types[0] != c.ops[-1].output.dtype.name]
+    for index, verdict in _narrow(narrow, compute_types).items() if narrow else ():
+        verdicts[index] = replace(verdicts[index], narrow=verdict)
     reference = run_graph(graph, [inputs[t.name] for t in graph.inputs])
     out_ops = {op.output.name: op for op in graph}
-    out_verdicts = {name: _output(out_ops[name], outputs[name], reference[name])
+    out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
                     for name in outputs if name in out_ops}
     return Check(verdicts, out_verdicts, reference)
 
 
-def _output(op: Operator, sim, golden) -> Verdict:
-    """A graph output against the whole-graph reference. A float dot product has no bound for
-    a whole graph (its errors include every earlier layer's): only the error statistics."""
-    if not (op.output.dtype.is_float and op.op in DOT_OPS):
+def _output_verdict(op: Operator, sim: np.ndarray, golden: np.ndarray) -> Verdict:
+    """A graph output against the whole-graph reference. Float errors accumulate over the
+    layers, which no per-operator bound covers: floats get the statistics only."""
+    if not op.output.dtype.is_float:
         return judge(op, sim, golden)
     exact, max_err, mean_err = statistics(sim, golden, op.output.dtype)
-    status = "exact" if exact == np.size(golden) else "deviates"
-    return Verdict(f"{op.op}[{op.name}]", op.output.dtype.name, int(np.size(golden)), exact,
-                   max_err, mean_err, "ULP", status, "whole graph, no bound")
+    size = int(np.size(golden))
+    return Verdict(f"{op.op}[{op.name}]", op.output.dtype.name, size, exact, max_err, mean_err,
+                   "ULP", "exact" if exact == size else "deviates",
+                   "whole graph: errors accumulate over the layers")
 
 
 

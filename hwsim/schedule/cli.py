@@ -4,8 +4,9 @@
 ``estimate`` lowers a model onto a machine, runs it once and prints (or writes) the per-layer
 report; ``--check`` adds each layer's verdict against the TOSA reference, ``--plot`` a figure,
 ``--timeline`` a Perfetto trace with a track of layers. ``compile`` writes the lowered program
-as a trace. Exit status as ``hwsim run``: with ``--check`` in a bit-exact mode (GAP9 exact, SME
-int8), 1 when a layer or an output is not bit-exact.
+as a trace. Exit status as ``hwsim run``: with ``--check``, 1 when in a bit-exact mode (GAP9
+exact, SME int8) a layer or an output is not bit-exact, or when a layer deviates even as its
+machine's narrower float format (HMX FP16).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="gap9", metavar="NAME", help="machine (default gap9)")
     p.add_argument("--mode", metavar="MODE",
                    help="numeric mode: gap9 exact (default; bit-exact) or ne16 (NE16-native "
-                        "requantisation); sme fp32, bf16-widening, bf16 (float graphs, fp32 "
-                        "default) or int8 (int8 graphs)")
+                        "requantisation); hmx fp16 (default) or dequantise (int8 graphs); sme "
+                        "fp32, bf16-widening, bf16 (float graphs, fp32 default) or int8 (int8 "
+                        "graphs)")
     p.add_argument("--weight-bits", type=int, default=8, metavar="N",
                    help="requantise weights to N bits (2..8) for timing studies")
     p.add_argument("--param", metavar="KEY=VALUE", action="append",
@@ -105,9 +107,11 @@ def cmd_estimate(args) -> int:
     print(f"wall time: {sum(report.wall.values()):.3f} s ("
           + ", ".join(f"{k} {v:.3f}" for k, v in report.wall.items()) + ")", file=sys.stderr)
     from hwsim.schedule import lowering
-    failed = args.check and lowering(report.target).bit_exact(report.mode) and (
+    failed = args.check and (lowering(report.target).bit_exact(report.mode) and (
         any(r.verdict.status != "exact" for r in report.layers)
         or any(v.status != "exact" for v in report.output_verdicts.values()))
+        or any(r.verdict.narrow is not None and r.verdict.narrow.status == "deviates"
+               for r in report.layers))
     return 1 if failed else 0
 
 

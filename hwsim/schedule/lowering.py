@@ -16,14 +16,15 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
   inputs and outputs live, and where each layer's output can be read once its writers have
   committed (``Checkpoint``);
 * ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
+* optionally ``rewrite(graph, options)`` (the graph it actually runs) and
+  ``compute_types(options)`` (the narrower float format it computes in, for ``--check``);
 * ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
   (bytes/cycle) by name, for the roofline plot;
 * ``machine_params``: parameter values its programs are meant to run with (overridable);
 * optionally ``default_mode(graph)`` (the mode when none is given; default: the first),
   ``bit_exact(mode)`` (whether that mode must match the reference bit for bit; default: the
-  mode named ``exact``) and ``judge(layer, sim, golden, feeds, options)`` (a layer's verdict;
-  the default applies the TOSA rule of its last operator, with the fp64 reference and bound of
-  a one-operator float layer).
+  mode named ``exact``) and ``judge(layer, sim, feeds, options)`` (a layer's verdict when the
+  lowering judges it itself; default: None, the scheduler's judgement, ``hwsim.schedule.check``).
 
 The scheduler (``hwsim.schedule``) does the rest the same way for every machine: it runs the
 program once, attributes time and bytes to layers from the engine's logs, checks each layer
@@ -90,13 +91,15 @@ class Layer:
 
 # storage of TOSA types in memory (little-endian)
 STORAGE = {"int8": np.dtype("i1"), "int16": np.dtype("<i2"), "int32": np.dtype("<i4"),
-           "uint8": np.dtype("u1"), "uint16": np.dtype("<u2"), "fp32": np.dtype("<f4")}
+           "uint8": np.dtype("u1"), "uint16": np.dtype("<u2"), "fp16": np.dtype("<f2"),
+           "fp32": np.dtype("<f4")}
 
 
 @dataclass(frozen=True)
 class Placement:
     """A tensor in a machine memory: contiguous, row-major, each value stored as
-    ``value + offset`` in ``storage`` (e.g. int8 values offset by 128 as uint8)."""
+    ``value + offset`` in ``storage`` (e.g. int8 values offset by 128 as uint8). A float
+    storage holds the values rounded to it (e.g. FP32 values kept as FP16); no offset."""
 
     space: str
     addr: int
@@ -115,14 +118,14 @@ class Placement:
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         if self.raw_dtype.kind == "f":
-            return np.asarray(values, self.raw_dtype)
+            return np.asarray(values, np.float64).astype(self.raw_dtype)
         return (np.asarray(values, np.int64) + self.offset).astype(self.raw_dtype)
 
     def decode(self, raw: np.ndarray) -> np.ndarray:
-        raw = np.asarray(raw, np.uint8).view(self.raw_dtype)
+        stored = np.asarray(raw, np.uint8).view(self.raw_dtype)
         if self.raw_dtype.kind == "f":
-            return raw.astype(STORAGE[self.dtype]).reshape(self.shape)
-        values = raw.astype(np.int64) - self.offset
+            return stored.astype(STORAGE[self.dtype]).reshape(self.shape)
+        values = stored.astype(np.int64) - self.offset
         return values.astype(STORAGE[self.dtype]).reshape(self.shape)
 
     def reshaped(self, shape: tuple) -> "Placement":
@@ -178,6 +181,17 @@ class Lowering:
     def unsupported(self, op: Operator, options: Options) -> str | None:
         raise NotImplementedError
 
+    def rewrite(self, graph: Graph, options: Options) -> Graph:
+        """The graph the lowering runs (default: as given); the scheduler feeds, runs and
+        judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one)."""
+        return graph
+
+    def compute_types(self, options: Options) -> tuple[str, str] | None:
+        """(element type, accumulator type) the machine computes float layers in, when it is
+        narrower than the graph's: a float layer outside its graph type's bound is judged
+        again as that type's operator, to tell the format's error from a wrong result."""
+        return None
+
     def fuse(self, graph: Graph, options: Options) -> list[Layer]:
         raise NotImplementedError
 
@@ -196,19 +210,9 @@ class Lowering:
     def bit_exact(self, mode: str) -> bool:
         return mode == "exact"
 
-    def judge(self, layer: Layer, sim: np.ndarray, golden: np.ndarray, feeds: dict,
-              options: Options):
-        """The verdict on a layer's simulated output given its golden and inputs."""
-        from hwsim.tosa.judge import judge, statistics
-        op = layer.ops[-1]
-        ref64 = bnd64 = None
-        out = op.output.dtype
-        if out.is_float and len(layer.ops) == 1 and statistics(sim, golden, out)[0] != sim.size:
-            from hwsim.tosa.reference import reference_fp64
-            single = Graph([op], list(dict.fromkeys(t for t in op.inputs if not t.is_const)),
-                           op.outputs)
-            ref64, bnd64 = reference_fp64(single, op, feeds)
-        return judge(op, sim, golden, ref64=ref64, bnd64=bnd64, x=feeds.get(op.inputs[0].name))
+    def judge(self, layer: Layer, sim: np.ndarray, feeds: dict, options: Options):
+        """A layer's verdict, or None to leave it to the scheduler's judgement."""
+        return None
 
     def layers(self, graph: Graph, options: Options) -> list[Layer]:
         """Check every operator, then fuse: a ``ScheduleError`` names the first operator the

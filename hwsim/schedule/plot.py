@@ -60,7 +60,7 @@ def _bars(ax, report) -> None:
 
 
 def _roofline(ax, report, roofs: dict) -> None:
-    levels = [lv for lv in report.totals["levels"] if lv != "L1"]
+    levels = [lv for lv in report.totals["levels"] if lv in roofs["bandwidths"]]
     points = []
     for r in report.layers:
         moved = sum(r.bytes.get(lv, 0) for lv in levels)
@@ -83,7 +83,7 @@ def _roofline(ax, report, roofs: dict) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)
-    ax.set_xlabel("MACs per byte from L2/MRAM")
+    ax.set_xlabel(f"MACs per byte from {'/'.join(levels)}")
     ax.set_ylabel("MACs per cycle")
     ax.set_title("roofline", fontsize=10)
 

@@ -53,10 +53,16 @@ class LayerRow:
                    macs_per_cycle=self.macs_per_cycle, peak_fraction=self.peak_fraction)
         if self.verdict is not None:
             v = self.verdict
-            out["verdict"] = {"status": v.status, "exact": v.exact, "count": v.count,
-                              "max_err": v.max_err, "mean_err": v.mean_err, "unit": v.unit,
-                              "detail": v.detail}
+            out["verdict"] = _verdict_json(v)
         return out
+
+
+def _verdict_json(v) -> dict:
+    out = {"status": v.status, "exact": v.exact, "count": v.count, "max_err": v.max_err,
+           "mean_err": v.mean_err, "unit": v.unit, "check": v.check, "detail": v.detail}
+    if v.narrow is not None:
+        out["as_" + v.narrow.dtype] = _verdict_json(v.narrow)
+    return out
 
 
 @dataclass
@@ -143,7 +149,9 @@ class Report:
             if r.verdict is not None:
                 v = r.verdict
                 line += f"  {v.status}" + ("" if v.status == "exact" else
-                                          f" (max {v.max_err:g} {v.unit}, {v.exact}/{v.count})")
+                                          f" (max {v.max_err:.3g} {v.unit}, {v.exact}/{v.count})")
+                if v.narrow is not None:
+                    line += f"; as {v.narrow.dtype}: {v.narrow.status}"
             lines.append(line)
         lines += self._footer()
         return "\n".join(lines) + "\n"
@@ -161,10 +169,8 @@ class Report:
                          f"peak {t['peak_gb_per_s']:.3f} GB/s")
         for name, v in self.output_verdicts.items():
             lines.append(f"output {name} vs the whole-graph reference: {v.status} "
-                         f"({v.exact}/{v.count} bit-exact, max {v.max_err:g} {v.unit})")
+                         f"({v.exact}/{v.count} bit-exact, max {v.max_err:.3g} {v.unit})")
         for r in self.layers:
             for note in r.notes:
                 lines.append(f"note: layer {r.index}: {note}")
-            if r.verdict is not None and r.verdict.status != "exact" and r.verdict.detail:
-                lines.append(f"check: layer {r.index}: {r.verdict.check}: {r.verdict.detail}")
         return lines

@@ -37,12 +37,18 @@ class Verdict:
     status: str           # "exact", "compliant" or "deviates"
     check: str            # the rule that decided
     detail: str = ""
+    narrow: "Verdict | None" = None   # the same result judged in a narrower compute type
 
     def __str__(self) -> str:
         text = (f"{self.layer}: {self.status} ({self.exact}/{self.count} bit-exact, max "
                 f"{self.max_err:.3g} {self.unit}, mean {self.mean_err:.3g} {self.unit}; "
                 f"{self.check}")
-        return text + (f": {self.detail})" if self.detail else ")")
+        text += f": {self.detail})" if self.detail else ")"
+        if self.narrow is not None:
+            n = self.narrow
+            text += (f"; as {n.dtype}: {n.status} (max {n.max_err:.3g} {n.unit}; {n.check}"
+                     f"{': ' + n.detail if n.detail else ''})")
+        return text
 
 
 def statistics(sim: np.ndarray, golden: np.ndarray, dt: DType) -> tuple[int, float, float]:

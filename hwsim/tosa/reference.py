@@ -168,9 +168,15 @@ def reference_fp64(graph: Graph, op: Operator, values: Mapping[str, np.ndarray])
     """fp64 reference output and dot-product bound (spec 1.8.2 ``output_ref``/``output_bnd``)
     of one floating-point operator, from the reference model binary in precise mode."""
     single = graph.operator_graph(op)
-    arrays = [to_bits(t.dtype, a) for t, a in zip(single.inputs, values_for(single, values))]
-    outputs, bounds = _run_binary(single, arrays, precise=True)
-    return outputs[0], bounds[0]
+    return precise(single, values)[op.output.name]
+
+
+def precise(graph: Graph, values: Mapping[str, np.ndarray]) -> dict:
+    """Output name -> (fp64 reference, bound) of every output of a floating-point graph: one
+    run of the reference model binary in precise mode."""
+    arrays = [to_bits(t.dtype, a) for t, a in zip(graph.inputs, values_for(graph, values))]
+    outputs, bounds = _run_binary(graph, arrays, precise=True)
+    return {t.name: (o, b) for t, o, b in zip(graph.outputs, outputs, bounds)}
 
 
 def _run_binary(graph: Graph, arrays: list[np.ndarray], precise: bool = False) \

@@ -36,7 +36,8 @@ from hwsim.tosa.reference import ReferenceError, graph_inputs, save_npy
 from hwsim.tosa.reference import run_graph as run_reference
 
 # target name -> module that registers it when imported (one line per scheduler)
-TARGET_MODULES: dict[str, str] = {"gap9": "hwsim.schedule.sut", "sme": "hwsim.schedule.sut"}
+TARGET_MODULES: dict[str, str] = {"gap9": "hwsim.schedule.sut", "hmx": "hwsim.schedule.sut",
+                                  "sme": "hwsim.schedule.sut"}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The Qualcomm Hexagon HMX machine (V81 HMX Programmer's Reference Manual, FP16).
 
 ``machine.py`` (state, semantics, timing), ``numerics.py`` (datapath kernels), ``layouts.py``
-(VTCM layouts as pack/unpack pairs), ``hvx.py`` (HVX layout and elementwise work), ``params.py``
-(parameters with sources); the instruction words and syntax are in ``hwsim/isa/hmx.py``.
+(VTCM layouts as pack/unpack pairs), ``hvx.py`` (HVX layout, copy and arithmetic work) with its
+kernels in ``hvx_kernels.py``, ``params.py`` (parameters with sources); the instruction words
+and syntax are in ``hwsim/isa/hmx.py``.
 """

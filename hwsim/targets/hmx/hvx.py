@@ -1,26 +1,37 @@
-"""The HVX work around HMX: layout transforms and FP16 elementwise operations on VTCM.
+"""The HVX work around HMX: layout transforms, copies and FP16 arithmetic on VTCM.
 
-HVX is modelled as one unit that runs whole layout or elementwise operations, each at a cost per
-128-byte vector it produces (or, for unpacking, consumes), calibrated on the V79 costs in
-FACTS.md. The operations are real: they read and write VTCM bytes with the layout functions of
-``layouts.py``; their trace syntax (all arguments integers, FP16 bounds as bit patterns):
+HVX is modelled as one unit that runs whole layout, copy or arithmetic operations, each at a
+cost per 128-byte vector it produces (or, for unpacking and reductions, consumes), calibrated on
+the V79 costs in FACTS.md where there are any. The operations are real: they read and write VTCM
+bytes with the layout functions of ``layouts.py`` and the kernels of ``hvx_kernels.py`` (which
+documents the numerics); their trace syntax (all arguments integers, FP16 values as bits):
 
-==========================================  =====================================================
-``hvx_pack_act(dst, src, h, w, c, mask)``   (h, w, c) FP16 NHWC tensor at ``src`` -> croutons at
-                                            ``dst`` (``layouts.pack_nhwc``: tile row, tile
-                                            column, channel group; zero padding)
-``hvx_unpack_act(dst, src, h, w, c, mask)`` croutons at ``src`` -> the NHWC tensor at ``dst``
-``hvx_pack_wgt(dst, src, k_out, k_in)``     OI FP16 weights -> weight vectors (Figure 8)
-``hvx_pack_bias(dst, src, k_out, shape)``   ``[k_out, 3]`` FP16 rows (input bias, scale, output
-                                            bias) and a Table 5 shape -> bias sets (Figure 13)
-``hvx_add(dst, a, b, n)``, ``hvx_mul(...)`` n FP16 elements, IEEE 754 binary16, one rounding to
-                                            nearest even, subnormals kept, NaN = 0x7E00
-``hvx_relu(dst, a, n)``                     max(x, +0) (NaN stays NaN)
-``hvx_clamp(dst, a, n, lo, hi)``            min(max(x, lo), hi), bounds as FP16 bits
-==========================================  =====================================================
+==============================================  =================================================
+``hvx_pack_act(dst, src, h, w, c, mask)``       (h, w, c) FP16 NHWC tensor at ``src`` ->
+                                                croutons at ``dst`` (``layouts.pack_nhwc``: tile
+                                                row, tile column, channel group; zero padding)
+``hvx_unpack_act(dst, src, h, w, c, mask)``     croutons at ``src`` -> the NHWC tensor at ``dst``
+``hvx_pack_wgt(dst, src, k_out, k_in)``         OI FP16 weights -> weight vectors (Figure 8)
+``hvx_pack_bias(dst, src, k_out, shape)``       ``[k_out, 3]`` FP16 rows (input bias, scale,
+                                                output bias), a Table 5 shape -> bias sets
+``hvx_add``/``hvx_sub``/``hvx_mul(dst, a, b, n)`` n FP16 elements, one rounding each
+``hvx_relu(dst, a, n)``                         max(x, +0) (NaN stays NaN)
+``hvx_clamp(dst, a, n, lo, hi)``                min(max(x, lo), hi), bounds as FP16 bits
+``hvx_exp(dst, a, n)``, ``hvx_recip(dst, a, n)`` exp(x), 1/x, correctly rounded
+``hvx_reduce_sum(dst, src, outer, n, inner)``   [outer, n, inner] -> [outer, inner]: sum in
+                                                FP32; ``hvx_reduce_max``: the maximum
+``hvx_avg_pool(dst, src, h, w, c, kh, kw, sh,   (h, w, c) -> windows of kh x kw at stride
+sw, pad_top, pad_bottom, pad_left, pad_right)`` (sh, sw): the mean of the valid inputs
+``hvx_f32_to_f16(dst, src, n)``, ``hvx_f16_to_f32(...)``  n elements converted
+``hvx_copy(dst, src, row_bytes, rows,           ``rows`` rows of ``row_bytes`` bytes, row i from
+dst_stride, src_stride)``                       ``src + i*src_stride`` to ``dst + i*dst_stride``
+                                                (a stride of 0 repeats a row: a broadcast)
+``hvx_fill(dst, n, value)``                     n FP16 elements set to ``value``
+==============================================  =================================================
 
-Not modelled: HVX registers, qfloat arithmetic, per-instruction HVX timing (a layout routine is
-costed as a whole), and cache effects (DDR traffic is the DMA's).
+A copy costs each row at least one vector (a row shorter than 128 bytes is still a vector load,
+align and store). Not modelled: HVX registers, qfloat arithmetic, per-instruction HVX timing (a
+routine is costed as a whole), and cache effects (DDR traffic is the DMA's).
 """
 
 from __future__ import annotations
@@ -31,93 +42,39 @@ from typing import Callable
 import numpy as np
 
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
-from hwsim.targets.floats import INF, NAN, RNE, ZERO, jit, round_pack, unpack
+from hwsim.targets.hmx import hvx_kernels as K
 from hwsim.targets.hmx import layouts
-from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
-
-FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
-
-
-@jit
-def fp16_binary(a, b, out, mul):
-    """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each."""
-    for i in range(a.size):
-        ca, sa, ma, ea = unpack(a[i], EXP, M_FP16)
-        cb, sb, mb, eb = unpack(b[i], EXP, M_FP16)
-        if mul:
-            sign = sa ^ sb
-            if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
-                out[i] = FP16_NAN
-            elif ca == INF or cb == INF:
-                out[i] = (sign << 15) | 0x7C00
-            else:
-                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False,
-                                    False)[0]
-        elif ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
-            out[i] = FP16_NAN
-        elif ca == INF or cb == INF:
-            out[i] = ((sa if ca == INF else sb) << 15) | 0x7C00
-        else:
-            sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
-            out[i] = round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
-
-
-@jit
-def _key(bits):
-    """Total order of non-NaN FP16 bits by value, -0 below +0."""
-    magnitude = np.int64(bits) & 0x7FFF
-    return -magnitude - 1 if np.int64(bits) >> 15 else magnitude
-
-
-@jit
-def fp16_clamp(a, out, lo, hi):
-    """``out = min(max(a, lo), hi)`` on FP16 bits; a NaN stays NaN."""
-    for i in range(a.size):
-        x = a[i]
-        if unpack(x, EXP, M_FP16)[0] == NAN:
-            out[i] = FP16_NAN
-        else:
-            y = lo if _key(x) < _key(lo) else x
-            out[i] = hi if _key(y) > _key(hi) else y
-
-
-def fp16_binary_twin(a, b, out, mul):
-    """numpy twin of ``fp16_binary``: exact in float64, one rounding to float16."""
-    x, y = a.view(np.float16).astype(np.float64), b.view(np.float16).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        result = (x * y if mul else x + y).astype(np.float16).view(np.uint16)
-    out[:] = np.where(np.isnan(result.view(np.float16)), FP16_NAN, result)
-
-
-def fp16_clamp_twin(a, out, lo, hi):
-    """numpy twin of ``fp16_clamp``: compares as float16, -0 below +0."""
-    bound = np.array([lo, hi], dtype=np.uint16)
-    lo_v, hi_v = bound.view(np.float16)
-
-    def less(x_bits, y_bits, y_value):  # x < y in value, with -0 < +0
-        x = x_bits.view(np.float16)
-        return (x < y_value) | ((x == 0) & (y_value == 0) & (x_bits > y_bits))
-
-    y = np.where(less(a, bound[0], lo_v), bound[0], a)
-    y = np.where(less(bound[1:].repeat(y.size), y, y.view(np.float16)), bound[1], y)
-    out[:] = np.where(np.isnan(a.view(np.float16)), FP16_NAN, y)
 
 
 @dataclass
 class HvxPlan:
-    """What one HVX operation touches and costs: VTCM ranges (address, bytes) it reads and
-    writes, 128-byte vectors it is charged for, the cost parameter, and ``run(read)``: the
-    bytes to write, from a function reading VTCM."""
+    """What one HVX operation touches and costs: the VTCM ranges (address, bytes) it reads and
+    writes (their bounds: for ordering and checks), the 128-byte vectors it is charged for, the
+    cost parameter, the bytes it moves through the port (0: the ranges' total), and
+    ``run(vtcm)``: reads the operands and returns the commit that stores the results."""
 
     reads: list
     writes: list
     vectors: int
     cost: str
     run: Callable
+    moved: int = 0
+
+    def __post_init__(self):
+        if not self.moved:
+            self.moved = sum(n for _, n in self.reads + self.writes)
 
 
-def _fp16(read, addr, n):
-    return read(addr, 2 * n).view(np.uint16)
+def _fp16(vtcm, addr, n):
+    return vtcm.read(addr, 2 * n).view(np.uint16)
+
+
+def _vectors(nbytes: int) -> int:
+    return -(-nbytes // VECTOR_BYTES)
+
+
+def _store(vtcm, addr, data):
+    return lambda: vtcm.store(addr, data)
 
 
 def _pack_act(f):
@@ -125,9 +82,9 @@ def _pack_act(f):
     out_bytes = th * tw * groups * CROUTON_BYTES
     src = (f["src"], 2 * f["h"] * f["w"] * f["c"])
 
-    def run(read):
-        tensor = _fp16(read, f["src"], f["h"] * f["w"] * f["c"]).reshape(f["h"], f["w"], f["c"])
-        return layouts.pack_nhwc(tensor, f["mask"])
+    def run(vtcm):
+        tensor = _fp16(vtcm, f["src"], f["h"] * f["w"] * f["c"]).reshape(f["h"], f["w"], f["c"])
+        return _store(vtcm, f["dst"], layouts.pack_nhwc(tensor, f["mask"]))
     return HvxPlan([src], [(f["dst"], out_bytes)], out_bytes // VECTOR_BYTES,
                    "hvx_act_pack_cycles_per_vector", run)
 
@@ -136,9 +93,10 @@ def _unpack_act(f):
     th, tw, groups = layouts.crouton_grid(f["h"], f["w"], f["c"], f["mask"])
     in_bytes = th * tw * groups * CROUTON_BYTES
 
-    def run(read):
-        data = read(f["src"], in_bytes)
-        return layouts.unpack_nhwc(data, f["h"], f["w"], f["c"], f["mask"]).view(np.uint8)
+    def run(vtcm):
+        data = vtcm.read(f["src"], in_bytes)
+        tensor = layouts.unpack_nhwc(data, f["h"], f["w"], f["c"], f["mask"])
+        return _store(vtcm, f["dst"], tensor.view(np.uint8))
     return HvxPlan([(f["src"], in_bytes)], [(f["dst"], 2 * f["h"] * f["w"] * f["c"])],
                    in_bytes // VECTOR_BYTES, "hvx_act_unpack_cycles_per_vector", run)
 
@@ -147,8 +105,9 @@ def _pack_wgt(f):
     k_out, k_in = f["k_out"], f["k_in"]
     out_bytes = -(-k_out // 32) * layouts.weight_vectors(k_in) * VECTOR_BYTES
 
-    def run(read):
-        return layouts.pack_weights(_fp16(read, f["src"], k_out * k_in).reshape(k_out, k_in))
+    def run(vtcm):
+        weights = _fp16(vtcm, f["src"], k_out * k_in).reshape(k_out, k_in)
+        return _store(vtcm, f["dst"], layouts.pack_weights(weights))
     return HvxPlan([(f["src"], 2 * k_out * k_in)], [(f["dst"], out_bytes)],
                    out_bytes // VECTOR_BYTES, "hvx_wgt_pack_cycles_per_vector", run)
 
@@ -157,23 +116,109 @@ def _pack_bias(f):
     k = f["k_out"]
     out_bytes = -(-k // 32) * BIAS_SET_BYTES
 
-    def run(read):
-        rows = _fp16(read, f["src"], 3 * k).reshape(k, 3).view(np.float16)
-        return layouts.pack_bias(rows[:, 1], rows[:, 2], rows[:, 0], f["shape"])
+    def run(vtcm):
+        rows = _fp16(vtcm, f["src"], 3 * k).reshape(k, 3).view(np.float16)
+        return _store(vtcm, f["dst"], layouts.pack_bias(rows[:, 1], rows[:, 2], rows[:, 0],
+                                                        f["shape"]))
     return HvxPlan([(f["src"], 6 * k)], [(f["dst"], out_bytes)], out_bytes // VECTOR_BYTES,
                    "hvx_bias_pack_cycles_per_vector", run)
 
 
-def _elementwise(f, kernel):
+def _elementwise(f, kernel, cost="hvx_elementwise_cycles_per_vector"):
     n = f["n"]
     sources = [(f[name], 2 * n) for name in ("a", "b") if name in f]
 
-    def run(read):
+    def run(vtcm):
         out = np.empty(n, dtype=np.uint16)
-        kernel(*(_fp16(read, addr, n) for addr, _ in sources), out)
-        return out.view(np.uint8)
-    return HvxPlan(sources, [(f["dst"], 2 * n)], -(-2 * n // VECTOR_BYTES),
+        kernel(*(_fp16(vtcm, addr, n) for addr, _ in sources), out)
+        return _store(vtcm, f["dst"], out)
+    return HvxPlan(sources, [(f["dst"], 2 * n)], _vectors(2 * n), cost, run)
+
+
+def _convert(f, kernel, size_in, size_out):
+    """FP32 <-> FP16 casts, charged per vector of the FP32 side."""
+    n = f["n"]
+    out_type = np.uint16 if size_out == 2 else np.uint32
+
+    def run(vtcm):
+        out = np.empty(n, dtype=out_type)
+        kernel(vtcm.read(f["src"], size_in * n).view(np.uint32 if size_in == 4 else np.uint16),
+               out)
+        return _store(vtcm, f["dst"], out)
+    return HvxPlan([(f["src"], size_in * n)], [(f["dst"], size_out * n)], _vectors(4 * n),
+                   "hvx_convert_cycles_per_vector", run)
+
+
+def _reduce(f, kernel):
+    outer, n, inner = f["outer"], f["n"], f["inner"]
+
+    def run(vtcm):
+        out = np.empty((outer, inner), dtype=np.uint16)
+        kernel(_fp16(vtcm, f["src"], outer * n * inner).reshape(outer, n, inner), out)
+        return _store(vtcm, f["dst"], out)
+    return HvxPlan([(f["src"], 2 * outer * n * inner)], [(f["dst"], 2 * outer * inner)],
+                   _vectors(2 * outer * n * inner), "hvx_reduce_cycles_per_vector", run)
+
+
+def pool_shape(f) -> tuple[int, int]:
+    """Output height and width of ``hvx_avg_pool``."""
+    return ((f["h"] + f["pad_top"] + f["pad_bottom"] - f["kh"]) // f["sh"] + 1,
+            (f["w"] + f["pad_left"] + f["pad_right"] - f["kw"]) // f["sw"] + 1)
+
+
+def _avg_pool(f):
+    h, w, c = f["h"], f["w"], f["c"]
+    oh, ow = pool_shape(f)
+
+    def run(vtcm):
+        out = np.empty((oh, ow, c), dtype=np.uint16)
+        K.fp16_avg_pool(_fp16(vtcm, f["src"], h * w * c).reshape(h, w, c), out, f["kh"], f["kw"],
+                        f["sh"], f["sw"], f["pad_top"], f["pad_left"])
+        return _store(vtcm, f["dst"], out)
+    work = _vectors(2 * oh * ow * c * f["kh"] * f["kw"])  # one add per window element
+    return HvxPlan([(f["src"], 2 * h * w * c)], [(f["dst"], 2 * oh * ow * c)], work,
+                   "hvx_reduce_cycles_per_vector", run)
+
+
+def _rows(vtcm, addr: int, stride: int, rows: int, row_bytes: int) -> np.ndarray:
+    """Offsets in ``vtcm.data`` of ``rows`` rows of ``row_bytes`` at ``addr``, ``stride`` apart."""
+    first = addr - vtcm.base
+    return first + np.arange(rows)[:, None] * stride + np.arange(row_bytes)[None, :]
+
+
+def _span(addr: int, stride: int, rows: int, row_bytes: int) -> tuple[int, int]:
+    """The bounding range (address, bytes) of strided rows."""
+    last = addr + (rows - 1) * stride
+    return min(addr, last), abs(last - addr) + row_bytes
+
+
+def _copy(f):
+    rows, row_bytes = f["rows"], f["row_bytes"]
+
+    def run(vtcm):
+        data = vtcm.data[_rows(vtcm, f["src"], f["src_stride"], rows, row_bytes)]
+        index = _rows(vtcm, f["dst"], f["dst_stride"], rows, row_bytes)
+
+        def commit():
+            vtcm.data[index] = data
+        return commit
+    return HvxPlan([_span(f["src"], f["src_stride"], rows, row_bytes)],
+                   [_span(f["dst"], f["dst_stride"], rows, row_bytes)],
+                   rows * _vectors(row_bytes), "hvx_copy_cycles_per_vector", run,
+                   moved=2 * rows * row_bytes)
+
+
+def _fill(f):
+    def run(vtcm):
+        return _store(vtcm, f["dst"], np.full(f["n"], f["value"], dtype=np.uint16))
+    return HvxPlan([], [(f["dst"], 2 * f["n"])], _vectors(2 * f["n"]),
                    "hvx_elementwise_cycles_per_vector", run)
+
+
+def _binary(mul: bool, negate_b: bool = False):
+    def kernel(a, b, out):
+        K.fp16_binary(a, b ^ np.uint16(0x8000) if negate_b else b, out, mul)
+    return lambda f: _elementwise(f, kernel)
 
 
 PLANS = {
@@ -181,33 +226,59 @@ PLANS = {
     "hvx_unpack_act": _unpack_act,
     "hvx_pack_wgt": _pack_wgt,
     "hvx_pack_bias": _pack_bias,
-    "hvx_add": lambda f: _elementwise(f, lambda a, b, out: fp16_binary(a, b, out, False)),
-    "hvx_mul": lambda f: _elementwise(f, lambda a, b, out: fp16_binary(a, b, out, True)),
-    "hvx_relu": lambda f: _elementwise(f, lambda a, out: fp16_clamp(a, out, 0x0000, 0x7C00)),
-    "hvx_clamp": lambda f: _elementwise(f, lambda a, out: fp16_clamp(a, out, f["lo"], f["hi"])),
+    "hvx_add": _binary(False),
+    "hvx_sub": _binary(False, negate_b=True),
+    "hvx_mul": _binary(True),
+    "hvx_relu": lambda f: _elementwise(f, lambda a, out: K.fp16_clamp(a, out, 0x0000, 0x7C00)),
+    "hvx_clamp": lambda f: _elementwise(f, lambda a, out: K.fp16_clamp(a, out, f["lo"],
+                                                                       f["hi"])),
+    "hvx_exp": lambda f: _elementwise(f, K.fp16_exp, "hvx_exp_cycles_per_vector"),
+    "hvx_recip": lambda f: _elementwise(f, K.fp16_recip, "hvx_recip_cycles_per_vector"),
+    "hvx_reduce_sum": lambda f: _reduce(f, K.fp16_reduce_sum),
+    "hvx_reduce_max": lambda f: _reduce(f, K.fp16_reduce_max),
+    "hvx_avg_pool": _avg_pool,
+    "hvx_f32_to_f16": lambda f: _convert(f, K.f32_to_f16, 4, 2),
+    "hvx_f16_to_f32": lambda f: _convert(f, K.f16_to_f32, 2, 4),
+    "hvx_copy": _copy,
+    "hvx_fill": _fill,
 }
 
-# (argument, alignment) that each operation needs; every size argument must be positive
-ALIGN = {"hvx_pack_act": {"dst": CROUTON_BYTES, "src": 2},
-         "hvx_unpack_act": {"dst": 2, "src": CROUTON_BYTES},
-         "hvx_pack_wgt": {"dst": VECTOR_BYTES, "src": 2},
-         "hvx_pack_bias": {"dst": BIAS_SET_BYTES, "src": 2}}
-LIMITS = {"mask": 31, "shape": 7, "lo": 0xFFFF, "hi": 0xFFFF}
+# (argument, alignment) that each operation needs (default 2: FP16 elements)
+ALIGN = {"hvx_pack_act": {"dst": CROUTON_BYTES},
+         "hvx_unpack_act": {"src": CROUTON_BYTES},
+         "hvx_pack_wgt": {"dst": VECTOR_BYTES},
+         "hvx_pack_bias": {"dst": BIAS_SET_BYTES},
+         "hvx_f32_to_f16": {"src": 4},
+         "hvx_f16_to_f32": {"dst": 4},
+         "hvx_copy": {"dst": 1, "src": 1}}
+LIMITS = {"mask": 31, "shape": 7, "lo": 0xFFFF, "hi": 0xFFFF, "value": 0xFFFF}
+SIZES = ("h", "w", "c", "k_out", "k_in", "n", "rows", "row_bytes", "outer", "inner", "kh", "kw",
+         "sh", "sw")
+ADDRESSES = ("dst", "src", "a", "b")
+PADS = {"pad_top": "kh", "pad_bottom": "kh", "pad_left": "kw", "pad_right": "kw"}
 
 
 def check(instr) -> None:
     """Argument rules of an HVX line (errors name the argument's column)."""
     f = instr.fields
-    names = instr.spec.ints
-    for i, name in enumerate(names):
+    for i, name in enumerate(instr.spec.ints):
         value = f[name]
         if name in LIMITS:
             if not 0 <= value <= LIMITS[name]:
                 raise instr.error(f"{name} = {value:#x}: expected 0..{LIMITS[name]:#x}", i)
             if name in ("lo", "hi") and value & 0x7C00 == 0x7C00 and value & 0x3FF:
                 raise instr.error(f"{name} = {value:#x}: expected an FP16 bound, not a NaN", i)
-        elif name in ("h", "w", "c", "k_out", "k_in", "n") and value <= 0:
+        elif name in SIZES and value <= 0:
             raise instr.error(f"{name} = {value}: expected a positive size", i)
+        elif name in PADS and not 0 <= value < f[PADS[name]]:
+            raise instr.error(f"{name} = {value}: expected 0..{PADS[name]} - 1 = "
+                              f"{f[PADS[name]] - 1} (every window needs a valid input)", i)
         align = ALIGN.get(instr.spec.name, {}).get(name, 2)
-        if name in ("dst", "src", "a", "b") and value % align:
+        if name in ADDRESSES and value % align:
             raise instr.error(f"{name} = {value:#x}: expected a multiple of {align}", i)
+    if instr.spec.name == "hvx_avg_pool" and min(pool_shape(f)) < 1:
+        raise instr.error(f"a {f['kh']} x {f['kw']} window does not fit the padded "
+                          f"{f['h']} x {f['w']} input")
+    if instr.spec.name == "hvx_copy" and f["rows"] > 1 and abs(f["dst_stride"]) < f["row_bytes"]:
+        raise instr.error(f"dst_stride = {f['dst_stride']}: destination rows of {f['row_bytes']} "
+                          "bytes overlap (expected |dst_stride| >= row_bytes)", 4)

@@ -21,6 +21,8 @@ Not modelled: other data types (FP8, integer) and their layouts.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from hwsim.isa.hmx import (BIAS_REG, BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES,
@@ -48,14 +50,17 @@ def check_mask(mask: int) -> None:
         raise ValueError(f"spatial mask {mask:#x}: expected 5 bits")
 
 
+@lru_cache(maxsize=None)
 def spatial_grid(mask: int) -> np.ndarray:
-    """``(ny, nx)`` array whose ``[y, x]`` is the spatial index at (x, y) under ``mask``."""
+    """``(ny, nx)`` array whose ``[y, x]`` is the spatial index at (x, y) under ``mask``
+    (read-only: one per mask, shared)."""
     check_mask(mask)
     ny = 1 << bin(mask).count("1")
     grid = np.zeros((ny, SPATIALS // ny), dtype=np.int64)
     for s in range(SPATIALS):
         x, y = spatial_split(s, mask)
         grid[y, x] = s
+    grid.flags.writeable = False
     return grid
 
 

@@ -20,7 +20,13 @@ overlaps multiplies into the other after a clear-and-swap. HMX and HVX accesses 
 ordered as the issuing thread's program order requires, at 2 KB block granularity, and a DMA out
 of VTCM starts after the earlier stores to its source. What a DMA writes is not ordered with
 anything: a program waits for it with ``dma_wait()`` (later ops wait for every DMA issued
-before), and one that does not reads stale bytes, as on silicon.
+before), and one that does not reads stale bytes, as on silicon. The other direction is
+``dma_fence()``: later DMAs start only once every earlier HMX and HVX instruction has started
+(read its operands), so that a DMA may refill a buffer those instructions read (double
+buffering); without it a DMA can overwrite operands before they are read.
+
+A timing-only run (``engine.numerics`` false) costs every instruction the same but computes
+nothing: no datapath, no VTCM data, no bias or convert state.
 
 Not modelled: data types other than FP16, HMX exceptions and their reporting, VTCM bank
 conflicts, the cost of HVX instructions one by one (``hvx.py``), and the per-launch warm-up.
@@ -200,6 +206,7 @@ class HmxMachine(Machine):
         dma_ports = {"vtcm": engine.port("vtcm.dma", t.vtcm_dma_bytes_per_cycle, latency),
                      "ddr": engine.port("ddr", t.ddr_bytes_per_cycle, t.ddr_latency_cycles)}
         self.dma = Dma(engine, "dma", dma_ports, t.dma_channels, t.dma_setup_cycles)
+        self.numerics = engine.numerics
 
     def peak_macs_per_cycle(self) -> float:
         return CELLS * CELLS * 2 / self.timing.mpy_cycles_per_vector
@@ -209,8 +216,9 @@ class HmxMachine(Machine):
         for step in program:
             step = self.plan(step)
             op = BUILDERS[step.item.kind](self, step, issue)
-            if issue.sync is not None and op.unit.name != "dma":
-                op.reads = op.reads + (issue.sync,)
+            if op.unit.name != "dma":
+                waits = (issue.fence,) if issue.sync is None else (issue.fence, issue.sync)
+                op.reads = op.reads + waits
             yield op
 
     def blocks(self, addr: int, nbytes: int) -> tuple:
@@ -237,13 +245,15 @@ class Resource(tuple):
 
 class _Issue:
     """What the op stream knows in program order: the primary accumulator, the DMA transfers
-    not yet waited for, and the latest wait every later op depends on."""
+    not yet waited for, the latest wait every later op depends on, and the fence that the HMX
+    and HVX ops since the last ``dma_fence()`` are read by."""
 
     def __init__(self, primary: int):
         self.primary = primary
         self.dma_tokens: list = []
         self.sync = None
         self.waits = 0
+        self.fence = Resource(("dma_fence", 0))
 
 
 def single_rows(offset: int, mask: int) -> np.ndarray:
@@ -296,6 +306,9 @@ def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     port = m.ports["hmx"]
 
     def execute() -> Work:
+        macs = plan.channels * CELLS * CELLS * len(targets)
+        if not m.numerics:
+            return Work(cycles, transfers=((port, nbytes),), macs=macs)
         act = _act_matrix(vtcm, plan)
         infnan = state.usr >> 20 & 1
         results = []
@@ -308,8 +321,7 @@ def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         def commit():
             for index, acc in results:
                 state.acc[index] = acc
-        return Work(cycles, transfers=((port, nbytes),),
-                    macs=plan.channels * CELLS * CELLS * len(targets), commit=commit)
+        return Work(cycles, transfers=((port, nbytes),), macs=macs, commit=commit)
 
     blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
     blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
@@ -327,7 +339,14 @@ def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         issue.primary = 1 - index
     ebits, mbits = m.acc_format
 
+    def swap():
+        if clear:
+            state.acc[index] = 0
+            state.primary = 1 - index
+
     def execute() -> Work:
+        if not m.numerics:
+            return Work(m.cycles("cvt_cycles"), commit=swap)
         b = state.bias_fields(sel)
         out = np.empty((CELLS, CELLS), dtype=np.uint32)
         numerics.convert(state.acc[index], b["input_bias"], b["shape"], b["scale"],
@@ -337,9 +356,7 @@ def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
 
         def commit():
             state.cvt = out
-            if clear:
-                state.acc[index] = 0
-                state.primary = 1 - index
+            swap()
         return Work(m.cycles("cvt_cycles"), commit=commit)
 
     reads = (f"acc{index}", f"bias{sel}", "usr", "cvt")
@@ -353,9 +370,11 @@ def _write_convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         m.ports["hmx"]
 
     def execute() -> Work:
-        data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
-        return Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),),
-                    commit=lambda: vtcm.store(addr, data))
+        work = Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),))
+        if m.numerics:
+            data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+            work.commit = lambda: vtcm.store(addr, data)
+        return work
     return Op(m.units["cvt"], execute, f"write cvt -> {addr:#x}", reads=("cvt",),
               writes=m.blocks(addr, CROUTON_BYTES))
 
@@ -366,6 +385,8 @@ def _bias(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     load = step.item.kind == "bias_load"
 
     def execute() -> Work:
+        if not m.numerics:
+            return Work(m.cycles("bias_cycles"), transfers=((port, BIAS_SET_BYTES),))
         if load:
             words = layouts.unpack_bias_words(vtcm.view(addr, BIAS_SET_BYTES))
             commit = lambda: state.set_bias(index, words)  # noqa: E731
@@ -397,16 +418,14 @@ def _usr(m: HmxMachine, step: Step, issue: _Issue) -> Op:
 
 def _hvx(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     plan, vtcm, port = step.plan, m.spaces["vtcm"], m.ports["hvx"]
-    (dst, nbytes), = plan.writes
 
     def execute() -> Work:
-        data = plan.run(vtcm.read)
-        moved = sum(n for _, n in plan.reads) + nbytes
-        return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, moved),),
-                    commit=lambda: vtcm.store(dst, data))
+        return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, plan.moved),),
+                    commit=plan.run(vtcm) if m.numerics else None)
     reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
+    writes = sum((m.blocks(a, n) for a, n in plan.writes), ())
     return Op(m.units["hvx"], execute, f"{step.item.spec.name} {plan.vectors}v", reads=reads,
-              writes=m.blocks(dst, nbytes))
+              writes=writes)
 
 
 def _dma(m: HmxMachine, step: Step, issue: _Issue) -> Op:
@@ -427,8 +446,16 @@ def _dma_wait(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     return Op(m.dma.unit, lambda: Work(0), "dma_wait", reads=tokens, writes=(issue.sync,))
 
 
+def _dma_fence(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+    # every HMX and HVX op since the last fence reads ``issue.fence``: writing it waits (WAR) for
+    # them to start, i.e. to have read their operands; later DMAs queue behind it on the unit
+    fence = issue.fence
+    issue.fence = Resource(("dma_fence", fence[1] + 1))
+    return Op(m.dma.unit, lambda: Work(0), "dma_fence", writes=(fence,))
+
+
 BUILDERS: dict[str, Callable[[HmxMachine, Step, _Issue], Op]] = {
     "mpy": _multiply, "cvt": _convert, "cvt_write": _write_convert, "bias_load": _bias,
     "bias_store": _bias, "clracc": _clear, "usr": _usr, "hvx": _hvx, "dma": _dma,
-    "dma_wait": _dma_wait,
+    "dma_wait": _dma_wait, "dma_fence": _dma_fence,
 }

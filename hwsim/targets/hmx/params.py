@@ -66,6 +66,18 @@ PARAMS = ParamTable([
           "channels per output vector, as for weights", minimum=0.01),
     Param("hvx_elementwise_cycles_per_vector", 1.0, "cycles", "assumption: one packet loads, "
           "computes and stores a 128-byte vector", minimum=0.01),
+    Param("hvx_copy_cycles_per_vector", 1.0, "cycles", "assumption: one 128-byte load, "
+          "realignment and store per packet; a row shorter than a vector costs a whole one",
+          minimum=0.01),
+    Param("hvx_exp_cycles_per_vector", 6.0, "cycles", "assumption: range reduction, a "
+          "degree-4 polynomial and the exponent insert, about 12 vector ops two per packet",
+          minimum=0.01),
+    Param("hvx_recip_cycles_per_vector", 4.0, "cycles", "assumption: a table seed and two "
+          "Newton-Raphson steps, about 8 vector ops two per packet", minimum=0.01),
+    Param("hvx_reduce_cycles_per_vector", 2.0, "cycles", "assumption: FP16 widened to two FP32 "
+          "vectors and accumulated, one add per packet", minimum=0.01),
+    Param("hvx_convert_cycles_per_vector", 1.0, "cycles", "assumption: one FP32 vector "
+          "converted (and packed or unpacked with its pair) per packet", minimum=0.01),
     Param("hvx_queue_depth", 8, "ops", "assumption: HVX instructions buffered ahead",
           minimum=1),
     Param("ddr_bytes_per_cycle", 45.7, "B/cycle", f"{V79}: DDR -> VTCM DMA at 96.4 GB/s on one "

@@ -1,0 +1,116 @@
+"""The HMX lowering: float TOSA graphs onto the Hexagon HMX machine (``hwsim.targets.hmx``).
+
+Float graphs run in FP16 (mode ``fp16``): convolutions, depthwise convolutions and constant-B
+matrix products on HMX with their scale, bias and ReLU in the convert (planned in ``conv.py``,
+written by ``layer.py``), everything else on HVX (``vector.py``); ``lower.py`` places the
+tensors, streams the constants and writes the program (``program.py``). Mode ``dequantise``
+first rewrites an int8 graph as an FP32 graph in LSB units (``dequantise.py``). Layers
+(``merge``): a matrix operator with the RESHAPEs, the per-channel MUL and the CLAMPs after it;
+every other operator alone. ``--check`` judges each
+layer in FP32 and, where FP16 data puts it outside the FP32 bound, as an FP16 operator with
+FP32 accumulation (``compute_types``).
+"""
+
+from __future__ import annotations
+
+from hwsim.errors import Location
+from hwsim.isa.hmx import Multiply, format_item
+from hwsim.schedule.hmx.dequantise import dequantise
+from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
+from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
+
+FLOATS = ("fp32", "fp16")
+UNITS = {"mpy": "mpy", "cvt": "cvt", "bias_load": "cvt", "bias_store": "cvt",
+         "cvt_write": "cvt", "clracc": "mpy", "usr": "cvt", "hvx": "hvx", "dma": "dma",
+         "dma_wait": "dma", "dma_fence": "dma"}
+
+
+class HmxLowering(Lowering):
+    target = "hmx"
+    modes = ("fp16", "dequantise")
+    operators = SUPPORTED
+    compute_units = ("mpy", "cvt", "hvx")
+    movement_ports = ("ddr",)
+    levels = {"DDR": ("ddr",), "VTCM": ("vtcm.hmx", "vtcm.hvx", "vtcm.dma")}
+
+    def rewrite(self, graph, options):
+        return dequantise(graph) if options.mode == "dequantise" else graph
+
+    def compute_types(self, options):
+        return ("fp16", "fp32")
+
+    def unsupported(self, op, options) -> str | None:
+        for t in op.inputs + op.outputs:
+            if t.dtype.kind not in ("shape",) and t.dtype.name not in FLOATS and not (
+                    t.is_const and t.dtype.kind == "int" and op.op == "MUL"):
+                return (f"tensor {t.name} is {t.dtype.name}; HMX runs float graphs in FP16 "
+                        "(an int8 graph needs --mode dequantise)")
+        if op.op in HMX_OPS and not all(t.is_const for t in op.inputs[1:]):
+            return "its weights (B) are not constants: HMX weights are packed ahead of time"
+        if op.op == "MUL" and op.scalar("shift") != 0:
+            return "a float MUL has shift 0"
+        return None if op.op != "CAST" or op.input.dtype.name in FLOATS else \
+            "only casts between float types (the FP16 value is kept)"
+
+    def fuse(self, graph, options):
+        return group(graph, merge)
+
+    def lower(self, graph, layers, machine, options) -> Lowered:
+        params = machine.params.copy()
+        params.update(options.params, origin="options")
+        planned = Planner(graph, layers, params.as_dict()).lower()
+        p = planned.program
+        steps = machine.parse([(line, Location("<hmx program>", i + 1, 1))
+                               for i, line in enumerate(p.lines)])
+        layer_of, line = [], 0
+        writers: dict[int, set] = {}  # layer index (-1: the graph inputs) -> instructions
+        units: dict[int, set] = {}
+        for index, step in enumerate(steps):  # a multiply is two lines
+            layer = p.layer_of[line]
+            writers.setdefault(layer, set()).add(index)
+            layer_of.append(max(layer, 0))
+            units.setdefault(max(layer, 0), set()).add(UNITS[step.item.kind])
+            line += 2 if isinstance(step.item, Multiply) else 1
+        return Lowered(
+            program=steps, layer_of=layer_of,
+            image=[(im.space, im.addr, im.data.reshape(-1).view("u1")) for im in p.images],
+            inputs={t.name: Placement("ddr", planned.inputs[t.name], t.dtype.name, t.shape)
+                    for t in graph.inputs},
+            outputs={t.name: Placement("ddr", planned.outputs[t.name], t.dtype.name, t.shape)
+                     for t in graph.outputs},
+            checkpoints=_checkpoints(graph, layers, planned, writers),
+            units={i: tuple(sorted(u)) for i, u in units.items()},
+            notes={i: [_note(plan) for plan in plans] for i, plans in planned.plans.items()},
+            params={"vtcm_base": params.vtcm_base, "vtcm_size": params.vtcm_size})
+
+    def text(self, instr) -> str:
+        return format_item(getattr(instr, "item", instr))
+
+    def roofs(self, params) -> dict:
+        return {"peaks": {"HMX": 2 * 32 * 32 / params.mpy_cycles_per_vector},
+                "bandwidths": {"DDR": params.ddr_bytes_per_cycle}}
+
+
+def _checkpoints(graph, layers, planned, writers) -> dict:
+    """Each layer's FP16 output in VTCM, read once the layer's instructions have committed; for
+    a layer that moves no data, its producer's (or the graph inputs' conversion)."""
+    producer = {layer.output.name: layer.index for layer in layers}
+    out = {}
+    for layer in layers:
+        source = layer.index
+        while source >= 0 and unit_of(layers[source]) == "none":
+            source = producer.get(layers[source].ops[0].inputs[0].name, -1)
+        t = layer.output
+        place = Placement("vtcm", planned.where[t.name], t.dtype.name, t.shape, storage="fp16")
+        out[layer.index] = Checkpoint(place, frozenset(writers.get(source, ())))
+    return out
+
+
+def _note(plan) -> str:
+    c = plan.conv
+    form = ("kernel rows folded into channels" if plan.fold_y else
+            "kernel rows as singles" if plan.singles() else "kernel rows as whole croutons")
+    return (f"{c.kernel[0]}x{c.kernel[1]}{' depthwise' if c.depthwise else ''}: mask "
+            f"{plan.mask:#07b}, {plan.tiles[0] * plan.tiles[1]} tiles x {c.groups} filter "
+            f"groups, {plan.croutons_e} croutons deep, {form}"
+            f"{', weight deep' if plan.weight_deep else ''}")

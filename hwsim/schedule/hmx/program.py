@@ -1,0 +1,276 @@
+"""An HMX program as it is built: instruction lines, the memory images it needs, VTCM allocation.
+
+``Program`` collects trace lines for the HMX machine (``hwsim/isa/hmx.py`` syntax). The HMX
+register words are encoded with the ISA's own field tables (``ACT_RS.encode(...)``), so a
+lowering never writes shift-and-mask code and every word is checked twice: when it is encoded
+here and when the machine parses the line. HVX and DMA lines are plain calls. The program also
+holds the images to place in memory before it runs (constants and inputs in DDR) and where its
+results are; ``text()`` is a trace, ``run(machine)`` places the images and runs it.
+
+``Arena`` allocates one address range (VTCM, or DDR for constants): first fit, aligned, with a
+high-water mark; running out is a ``ScheduleError`` naming what did not fit.
+
+``WeightStream`` streams constant chunks (packed weights and bias sets) from DDR into two VTCM
+buffers: chunk j + 1 is on its way while chunk j is used. Before chunk j is used the program
+waits for the DMA (``dma_wait``, which waits for everything issued before: chunk j is the only
+transfer in flight), then fences (``dma_fence``: the instructions that read the buffer chunk
+j + 1 goes to, chunk j - 1's, have read it) and starts chunk j + 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hwsim.errors import ScheduleError
+from hwsim.isa.hmx import (ACT_DEEP_RT, ACT_RS, ACT_RT, ACT_SINGLE_RS, ACT_SINGLE_RT, BIAS_RS,
+                           CROUTON_BYTES, CVT_RS, USR, VECTOR_BYTES, WGT_RS, WGT_RT, WR_RS, WR_RT)
+from hwsim.targets.hmx.layouts import check_mask
+
+SPATIALS = 32
+
+
+def spatial_offset(y: int, mask: int) -> int:
+    """The 5-bit spatial value with Y coordinate ``y`` and X 0 under ``mask`` (the inverse of
+    ``hwsim.isa.hmx.spatial_split`` for a pure Y offset)."""
+    check_mask(mask)
+    value, taken = 0, 0
+    for bit in range(5):
+        if mask >> bit & 1:
+            value |= (y >> taken & 1) << bit
+            taken += 1
+    if y >> taken:
+        raise ScheduleError(f"a Y offset of {y} does not fit the {taken} Y bits of mask "
+                            f"{mask:#07b}")
+    return value
+
+
+def tile_mask(h: int, w: int) -> int:
+    """The spatial mask whose crouton (32 / 2^k wide, 2^k tall) covers an h x w plane with the
+    fewest croutons; ties go to the wider crouton (more kernel-row offsets are whole croutons).
+    Y bits are the high bits: mask 0b11100 is 4 wide and 8 tall, spatial s = 4 y + x."""
+    def tiles(ybits: int) -> int:
+        ny = 1 << ybits
+        return -(-h // ny) * -(-w // (SPATIALS // ny))
+    ybits = min(range(6), key=lambda b: (tiles(b), b))
+    return ((1 << ybits) - 1) << (5 - ybits)
+
+
+@dataclass
+class Image:
+    """Bytes placed in a memory before the program runs (or read after it: ``output``)."""
+
+    space: str
+    addr: int
+    data: np.ndarray
+    name: str
+
+
+@dataclass
+class Program:
+    """Trace lines for the HMX machine, the layer each belongs to (``layer``: the current one),
+    comments to show beside them, and the memory images they assume."""
+
+    lines: list[str] = field(default_factory=list)
+    layer_of: list[int] = field(default_factory=list)
+    notes: dict[int, str] = field(default_factory=dict)  # line index -> comment before it
+    images: list[Image] = field(default_factory=list)
+    layer: int = -1
+
+    def emit(self, line: str, comment: str = "") -> None:
+        if comment:
+            self.comment(comment)
+        self.lines.append(line)
+        self.layer_of.append(self.layer)
+
+    def comment(self, text: str) -> None:
+        at = len(self.lines)
+        self.notes[at] = f"{self.notes[at]}; {text}" if at in self.notes else text
+
+    def place(self, space: str, addr: int, data, name: str) -> None:
+        self.images.append(Image(space, addr, np.ascontiguousarray(data), name))
+
+    # -- HMX -----------------------------------------------------------------------------------
+    def usr(self, value: int) -> None:
+        USR.decode(value)
+        self.emit(f"USR = {value:#x}")
+
+    def clear_accumulators(self) -> None:
+        self.emit("Q6_mxclracc_hf()")
+
+    def act(self, addr: int, mask: int, stop: int, count: int = 1) -> None:
+        """A plain (``count`` 1) or deep activation of ``count`` croutons, channels 0..stop of
+        the last one."""
+        rs = ACT_RS.encode(address=addr, channel_start=0)
+        if count == 1:
+            self.emit(f"Q6_activation_hf_mxmem_RR({rs:#x}, "
+                      f"{ACT_RT.encode(spatial_mask=mask, channel_stop=stop):#x})")
+        else:
+            rt = ACT_DEEP_RT.encode(dc=count - 1, spatial_mask=mask, channel_stop=stop)
+            self.emit(f"Q6_activation_hf_mxmem_RR_deep({rs:#x}, {rt:#x})")
+
+    def act_single(self, addr: int, mask: int, stop: int, dy_bytes: int, y: int) -> None:
+        rs = ACT_SINGLE_RS.encode(address=addr, offset=spatial_offset(y, mask), channel_start=0)
+        rt = ACT_SINGLE_RT.encode(dy=dy_bytes, spatial_mask=mask, channel_stop=stop)
+        self.emit(f"Q6_activation_hf_mxmem_RR_single({rs:#x}, {rt:#x})")
+
+    def wgt(self, addr: int, vectors: int, deep: bool = False) -> None:
+        rs = WGT_RS.encode(address=addr)
+        rt = WGT_RT.encode(dw=(vectors - 1) * VECTOR_BYTES)
+        self.emit(f"Q6_weight_hf_mxmem_RR{'_deep' if deep else ''}({rs:#x}, {rt:#x})")
+
+    def bias_load(self, addr: int, index: int) -> None:
+        self.emit(f"Q6_bias_mxmem2_A({BIAS_RS.encode(address=addr, index=index):#x})")
+
+    def convert(self, bias_sel: int) -> None:
+        """Convert the primary accumulator with bias set ``bias_sel``, clear it and swap."""
+        self.emit(f"Q6_cvt_hf_acc_R({CVT_RS.encode(bias_sel=bias_sel, acc=0):#x})")
+
+    def write(self, addr: int, mask: int) -> None:
+        self.emit(f"Q6_mxmem_cvt_RR({WR_RS.encode(address=addr):#x}, "
+                  f"{WR_RT.encode(spatial_mask=mask):#x})")
+
+    # -- HVX and DMA ---------------------------------------------------------------------------
+    def hvx(self, name: str, *args: int, comment: str = "") -> None:
+        self.emit(f"hvx_{name}({', '.join(_int(a) for a in args)})", comment)
+
+    def dma_in(self, dst: int, src: int, nbytes: int, comment: str = "") -> None:
+        self.emit(f"dma_ddr_to_vtcm({dst:#x}, {src:#x}, {nbytes})", comment)
+
+    def dma_out(self, dst: int, src: int, nbytes: int, comment: str = "") -> None:
+        self.emit(f"dma_vtcm_to_ddr({dst:#x}, {src:#x}, {nbytes})", comment)
+
+    def dma_out_2d(self, dst: int, src: int, row_bytes: int, rows: int, dst_stride: int,
+                   src_stride: int) -> None:
+        self.emit(f"dma_vtcm_to_ddr_2d({dst:#x}, {src:#x}, {row_bytes}, {rows}, {dst_stride}, "
+                  f"{src_stride})")
+
+    def dma_wait(self) -> None:
+        self.emit("dma_wait()")
+
+    def dma_fence(self) -> None:
+        self.emit("dma_fence()")
+
+    # -- output --------------------------------------------------------------------------------
+    def text(self) -> str:
+        out = [".target hmx"]
+        for i, line in enumerate(self.lines):
+            if i in self.notes:
+                out.append(f"// {self.notes[i]}")
+            out.append(line)
+        return "\n".join(out) + "\n"
+
+    def run(self, machine, **options):
+        """Place the images in the machine's memories and run the program on it."""
+        for image in self.images:
+            machine.memory(image.space).write(image.addr, image.data)
+        return machine.run(self.text(), **options)
+
+
+def _int(value: int) -> str:
+    return f"{value:#x}" if abs(value) >= 4096 else str(value)
+
+
+class Arena:
+    """First-fit allocation in ``[base, base + size)``; ``peak`` is the high-water mark."""
+
+    def __init__(self, name: str, base: int, size: int):
+        self.name, self.base, self.size = name, base, size
+        self.free_blocks = [(base, size)]
+        self.used: dict[int, int] = {}
+        self.peak = 0
+
+    def alloc(self, nbytes: int, what: str, align: int = CROUTON_BYTES) -> int:
+        nbytes = max(nbytes, 1)
+        for i, (start, length) in enumerate(self.free_blocks):
+            addr = -(-start // align) * align
+            end = addr + nbytes
+            if end <= start + length:
+                rest = [(start, addr - start)] if addr > start else []
+                rest += [(end, start + length - end)] if end < start + length else []
+                self.free_blocks[i:i + 1] = rest
+                self.used[addr] = end - addr
+                self.peak = max(self.peak, end - self.base)
+                return addr
+        largest = max((n for _, n in self.free_blocks), default=0)
+        raise ScheduleError(f"{self.name}: no room for {what} ({nbytes:,} bytes); the largest "
+                            f"free block is {largest:,} of {self.size:,} bytes")
+
+    def free(self, addr: int) -> None:
+        nbytes = self.used.pop(addr)
+        blocks = sorted(self.free_blocks + [(addr, nbytes)])
+        merged = [blocks[0]]
+        for start, length in blocks[1:]:
+            last_start, last_length = merged[-1]
+            if last_start + last_length == start:
+                merged[-1] = (last_start, last_length + length)
+            else:
+                merged.append((start, length))
+        self.free_blocks = merged
+
+
+class WeightStream:
+    """Constant chunks streamed from DDR through two VTCM buffers (see the module docstring).
+
+    ``add`` registers a chunk while planning (its bytes go to DDR) and returns its index;
+    ``open(program)`` reserves the buffers and starts chunk 0; ``use(program, j)`` returns the
+    VTCM address of chunk j once the program has waited for it and started chunk j + 1.
+    """
+
+    def __init__(self, ddr: Arena, vtcm: Arena):
+        self.ddr, self.vtcm = ddr, vtcm
+        self.chunks: list[tuple[int, int]] = []  # (DDR address, bytes)
+        self.buffers: list[int] = []
+        self.started = 0
+        self.deferred: list = []  # emitters of DMAs out, run after the next wait
+
+    def add(self, program: Program, data: np.ndarray, name: str) -> int:
+        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        addr = self.ddr.alloc(data.size, name, VECTOR_BYTES)
+        program.place("ddr", addr, data, name)
+        self.chunks.append((addr, data.size))
+        return len(self.chunks) - 1
+
+    def open(self, program: Program) -> None:
+        """Reserve the buffers and start chunk 0 (after a fence: the buffers may hold what
+        earlier instructions still have to read)."""
+        if not self.chunks:
+            return
+        largest = max(n for _, n in self.chunks)
+        count = min(2, len(self.chunks))
+        self.buffers = [self.vtcm.alloc(largest, "weight buffer") for _ in range(count)]
+        program.dma_fence()
+        self._start(program, 0)
+
+    def _start(self, program: Program, j: int) -> None:
+        addr, nbytes = self.chunks[j]
+        program.dma_in(self.buffers[j % len(self.buffers)], addr, nbytes, f"constants {j}")
+        self.started = j + 1
+
+    def use(self, program: Program, j: int) -> int:
+        if j + 1 != self.started:
+            raise ScheduleError(f"weight chunk {j} used out of order (next is {self.started - 1})")
+        program.dma_wait()
+        if j + 1 < len(self.chunks):
+            if j >= 1:
+                program.dma_fence()
+            self._start(program, j + 1)
+        self.flush()
+        return self.buffers[j % len(self.buffers)]
+
+    def defer(self, emit) -> None:
+        """Emit a DMA out of VTCM after the next wait for a chunk: ``dma_wait`` waits for every
+        DMA before it, and the next chunk's wait should not wait for results leaving."""
+        self.deferred.append(emit)
+
+    def flush(self) -> None:
+        for emit in self.deferred:
+            emit()
+        self.deferred = []
+
+    def close(self) -> None:
+        self.flush()
+        for addr in self.buffers:
+            self.vtcm.free(addr)
+        self.buffers = []

@@ -1,0 +1,290 @@
+"""HVX arithmetic on FP16 (and FP32) bit patterns: the kernels behind the ``hvx_*`` lines.
+
+Elementwise add, multiply and clamp; exp, reciprocal, reductions, average pooling and FP32
+casts, which the scheduler needs for the non-matrix operators of float graphs (softmax, pooling,
+the FP32 interface of a graph). IEEE 754 binary16 with subnormals; NaN results are the quiet NaN
+0x7E00 (FP32: 0x7FC00000). Real HVX code has several numeric modes (qfloat or IEEE) and
+approximations; these are the documented choices:
+
+* ``fp16_binary``: a + b or a * b, one rounding to nearest even. ``fp16_clamp``: min(max(x, lo),
+  hi) with -0 below +0; a NaN stays NaN.
+* ``fp16_exp``: exp(x) correctly rounded to FP16: the float64 ``exp`` rounded once more to
+  FP16, exhaustively checked against a 110-bit ``gmpy2`` value in the tests, so the double
+  rounding never bites for any FP16 input. A real HVX routine is a polynomial with a few ULP of
+  error: this is the idealised routine.
+* ``fp16_recip``: 1/x correctly rounded, from an exact integer division (one rounding).
+* ``fp16_reduce_sum``: the sum in FP32, IEEE single additions in index order (HVX's IEEE FP32
+  mode), then rounded once to FP16. ``fp16_reduce_max``: the maximum, -0 below +0, NaN wins.
+* ``fp16_avg_pool``: per window, the valid (not padding) inputs summed in FP32 in row-major
+  order, divided by their count in FP32, rounded to FP16 (TOSA AVG_POOL2D divides by the count
+  of valid inputs).
+* ``f32_to_f16``: round to nearest even, overflow to infinity; ``f16_to_f32``: exact.
+
+Each numba kernel has a numpy twin (``*_twin``, same signature) used by the tests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, jit, round_pack, unpack
+from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
+
+FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
+FP32_NAN = 0x7FC00000
+
+
+@jit
+def fp16_binary(a, b, out, mul):
+    """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each."""
+    for i in range(a.size):
+        ca, sa, ma, ea = unpack(a[i], EXP, M_FP16)
+        cb, sb, mb, eb = unpack(b[i], EXP, M_FP16)
+        if mul:
+            sign = sa ^ sb
+            if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
+                out[i] = FP16_NAN
+            elif ca == INF or cb == INF:
+                out[i] = (sign << 15) | 0x7C00
+            else:
+                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False,
+                                    False)[0]
+        elif ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
+            out[i] = FP16_NAN
+        elif ca == INF or cb == INF:
+            out[i] = ((sa if ca == INF else sb) << 15) | 0x7C00
+        else:
+            sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
+            out[i] = round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
+
+
+@jit
+def _key(bits):
+    """Total order of non-NaN FP16 bits by value, -0 below +0."""
+    magnitude = np.int64(bits) & 0x7FFF
+    return -magnitude - 1 if np.int64(bits) >> 15 else magnitude
+
+
+@jit
+def fp16_clamp(a, out, lo, hi):
+    """``out = min(max(a, lo), hi)`` on FP16 bits; a NaN stays NaN."""
+    for i in range(a.size):
+        x = a[i]
+        if unpack(x, EXP, M_FP16)[0] == NAN:
+            out[i] = FP16_NAN
+        else:
+            y = lo if _key(x) < _key(lo) else x
+            out[i] = hi if _key(y) > _key(hi) else y
+
+
+def fp16_binary_twin(a, b, out, mul):
+    """numpy twin of ``fp16_binary``: exact in float64, one rounding to float16."""
+    x, y = a.view(np.float16).astype(np.float64), b.view(np.float16).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        result = (x * y if mul else x + y).astype(np.float16).view(np.uint16)
+    out[:] = np.where(np.isnan(result.view(np.float16)), FP16_NAN, result)
+
+
+def fp16_clamp_twin(a, out, lo, hi):
+    """numpy twin of ``fp16_clamp``: compares as float16, -0 below +0."""
+    bound = np.array([lo, hi], dtype=np.uint16)
+    lo_v, hi_v = bound.view(np.float16)
+
+    def less(x_bits, y_bits, y_value):  # x < y in value, with -0 < +0
+        x = x_bits.view(np.float16)
+        return (x < y_value) | ((x == 0) & (y_value == 0) & (x_bits > y_bits))
+
+    y = np.where(less(a, bound[0], lo_v), bound[0], a)
+    y = np.where(less(bound[1:].repeat(y.size), y, y.view(np.float16)), bound[1], y)
+    out[:] = np.where(np.isnan(a.view(np.float16)), FP16_NAN, y)
+
+
+
+
+@jit
+def _fp16_of_float(v):
+    """A float64 (or float32) value rounded once to FP16 bits."""
+    if math.isnan(v):
+        return FP16_NAN
+    sign = 1 if v < 0 or (v == 0 and math.copysign(1.0, v) < 0) else 0
+    if math.isinf(v):
+        return (sign << 15) | 0x7C00
+    if v == 0:
+        return sign << 15
+    mant, ex = math.frexp(abs(v))
+    sig = np.int64(mant * 9007199254740992.0)  # 2^53: exact
+    return np.int64(round_pack(sign, sig, ex - 53, False, 5, 10, RNE, False, False)[0])
+
+
+@jit
+def _float_of_fp16(bits):
+    """The exact value of FP16 bits as a float64."""
+    cls, sign, sig, exp = unpack(bits, 5, 10)
+    if cls == NAN:
+        return math.nan
+    if cls == INF:
+        return -math.inf if sign else math.inf
+    value = math.ldexp(float(sig), exp) if cls == FINITE else 0.0
+    return -value if sign else value
+
+
+@jit
+def fp16_exp(a, out):
+    """``out = exp(a)`` on FP16 bits, correctly rounded."""
+    for i in range(a.size):
+        cls, sign, _, _ = unpack(a[i], 5, 10)
+        if cls == NAN:
+            out[i] = FP16_NAN
+        elif cls == INF:
+            out[i] = 0 if sign else 0x7C00
+        else:
+            out[i] = _fp16_of_float(math.exp(_float_of_fp16(a[i])))
+
+
+@jit
+def fp16_recip(a, out):
+    """``out = 1 / a`` on FP16 bits, correctly rounded: 2^-e / m by an exact integer division."""
+    for i in range(a.size):
+        cls, sign, sig, exp = unpack(a[i], 5, 10)
+        if cls == NAN:
+            out[i] = FP16_NAN
+        elif cls == INF:
+            out[i] = sign << 15
+        elif cls == ZERO:
+            out[i] = (sign << 15) | 0x7C00
+        else:
+            num = np.int64(1) << 60
+            quotient = num // sig
+            sticky = quotient * sig != num
+            out[i] = round_pack(sign, quotient, -60 - exp, sticky, 5, 10, RNE, False, False)[0]
+
+
+@jit
+def fp16_reduce_sum(a, out):
+    """``a``: [outer, n, inner] FP16 bits -> ``out``: [outer, inner], summed in FP32."""
+    for o in range(a.shape[0]):
+        for j in range(a.shape[2]):
+            acc = np.float32(0.0)
+            for k in range(a.shape[1]):
+                acc = np.float32(acc + np.float32(_float_of_fp16(a[o, k, j])))
+            out[o, j] = _fp16_of_float(acc)
+
+
+@jit
+def fp16_reduce_max(a, out):
+    """``a``: [outer, n, inner] FP16 bits -> ``out``: [outer, inner]; a NaN wins."""
+    for o in range(a.shape[0]):
+        for j in range(a.shape[2]):
+            best = a[o, 0, j]
+            for k in range(a.shape[1]):
+                x = a[o, k, j]
+                if unpack(x, 5, 10)[0] == NAN:
+                    best = FP16_NAN
+                    break
+                if _key(x) > _key(best):
+                    best = x
+            out[o, j] = best
+
+
+@jit
+def fp16_avg_pool(a, out, kh, kw, sh, sw, pad_top, pad_left):
+    """``a``: [h, w, c] FP16 bits -> ``out``: [oh, ow, c]; windows at stride (sh, sw) from
+    (-pad_top, -pad_left); each the mean of its valid inputs, in FP32."""
+    h, w, c = a.shape
+    for oy in range(out.shape[0]):
+        for ox in range(out.shape[1]):
+            for ch in range(c):
+                acc = np.float32(0.0)
+                count = 0
+                for ky in range(kh):
+                    y = oy * sh + ky - pad_top
+                    for kx in range(kw):
+                        x = ox * sw + kx - pad_left
+                        if 0 <= y < h and 0 <= x < w:
+                            acc = np.float32(acc + np.float32(_float_of_fp16(a[y, x, ch])))
+                            count += 1
+                out[oy, ox, ch] = _fp16_of_float(np.float32(acc / np.float32(count)))
+
+
+@jit
+def f32_to_f16(a, out):
+    """FP32 bits (uint32) -> FP16 bits, to nearest even."""
+    for i in range(a.size):
+        cls, sign, sig, exp = unpack(a[i], 8, 23)
+        if cls == NAN:
+            out[i] = FP16_NAN
+        elif cls == INF:
+            out[i] = (sign << 15) | 0x7C00
+        else:
+            out[i] = round_pack(sign, sig, exp, False, 5, 10, RNE, False, False)[0]
+
+
+@jit
+def f16_to_f32(a, out):
+    """FP16 bits -> FP32 bits (uint32), exactly."""
+    for i in range(a.size):
+        cls, sign, sig, exp = unpack(a[i], 5, 10)
+        if cls == NAN:
+            out[i] = FP32_NAN
+        elif cls == INF:
+            out[i] = (sign << 31) | 0x7F800000
+        else:
+            out[i] = round_pack(sign, sig, exp, False, 8, 23, RNE, False, False)[0]
+
+
+# -- numpy twins ----------------------------------------------------------------------------------
+
+def _nan_canonical(result: np.ndarray) -> np.ndarray:
+    """float16 values -> their bits, every NaN as FP16_NAN."""
+    return np.where(np.isnan(result), FP16_NAN, result.view(np.uint16)).astype(np.uint16)
+
+
+def fp16_exp_twin(a, out):
+    with np.errstate(over="ignore"):
+        out[:] = _nan_canonical(np.exp(a.view(np.float16).astype(np.float64)).astype(np.float16))
+
+
+def fp16_recip_twin(a, out):
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        out[:] = _nan_canonical((1.0 / a.view(np.float16).astype(np.float64)).astype(np.float16))
+
+
+def fp16_reduce_sum_twin(a, out):
+    values = a.view(np.float16).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.cumsum(values, axis=1, dtype=np.float32)[:, -1, :]  # sequential, in FP32
+        out[:] = _nan_canonical(total.astype(np.float16))
+
+
+def fp16_reduce_max_twin(a, out):
+    values = a.view(np.float16)
+    keys = np.where(a >> 15, -(a.astype(np.int64) & 0x7FFF) - 1, a.astype(np.int64) & 0x7FFF)
+    best = np.take_along_axis(a, np.argmax(keys, axis=1)[:, None, :], axis=1)[:, 0, :]
+    out[:] = np.where(np.isnan(values).any(axis=1), FP16_NAN, best)
+
+
+def fp16_avg_pool_twin(a, out, kh, kw, sh, sw, pad_top, pad_left):
+    values = a.view(np.float16).astype(np.float32)
+    h, w, _ = a.shape
+    for oy, ox in np.ndindex(out.shape[:2]):
+        acc = np.zeros(a.shape[2], np.float32)
+        count = 0
+        for ky, kx in np.ndindex(kh, kw):
+            y, x = oy * sh + ky - pad_top, ox * sw + kx - pad_left
+            if 0 <= y < h and 0 <= x < w:
+                acc = (acc + values[y, x]).astype(np.float32)
+                count += 1
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[oy, ox] = _nan_canonical((acc / np.float32(count)).astype(np.float16))
+
+
+def f32_to_f16_twin(a, out):
+    with np.errstate(over="ignore"):
+        out[:] = _nan_canonical(a.view(np.float32).astype(np.float16))
+
+
+def f16_to_f32_twin(a, out):
+    values = a.view(np.float16).astype(np.float32)
+    out[:] = np.where(np.isnan(values), np.uint32(FP32_NAN), values.view(np.uint32))
