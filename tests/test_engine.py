@@ -72,6 +72,13 @@ def test_commit_happens_at_ready_time_before_same_cycle_starts():
     assert seen == [1]
 
 
+@pytest.mark.parametrize("commit", [None, lambda: None])
+def test_the_run_ends_when_the_last_result_lands(commit):
+    # with or without a commit (a timing-only run has none): the same cycle count
+    e = Engine(1e9)
+    assert e.run([op(e.unit("a"), 2, latency=5, commit=commit)]) == 7
+
+
 def test_port_is_a_shared_pipe():
     e = Engine(1e9)
     p = e.port("mem", width_bytes=8, latency_cycles=10)

@@ -85,7 +85,7 @@ def test_a_wrong_result_is_outside_both_bounds():
     conv = next(layer for layer in layers if layer.ops[0].op == "CONV2D")
     sim.values[conv.index] = sim.values[conv.index].copy()
     sim.values[conv.index].reshape(-1)[3] += 1.0
-    verdict = check(graph, layers, sim.values, sim.outputs, feeds, ("fp16", "fp32")).layers
+    verdict = check(graph, layers, sim.values, sim.outputs, feeds, low, options).layers
     assert verdict[conv.index].narrow.status == "deviates"
     assert all(v.narrow is None or v.narrow.status != "deviates"  # later ones read the error
                for i, v in verdict.items() if i < conv.index)

@@ -173,4 +173,13 @@ class Report:
         for r in self.layers:
             for note in r.notes:
                 lines.append(f"note: layer {r.index}: {note}")
+        for r in self.layers:     # why each layer that is not bit-exact passed or failed
+            v = r.verdict
+            if v is not None and v.status != "exact":
+                line = f"check: layer {r.index}: {v.check}" + (f": {v.detail}" if v.detail else "")
+                if v.narrow is not None:
+                    n = v.narrow
+                    line += f"; as {n.dtype}: {n.status}, {n.check}" + (
+                        f": {n.detail}" if n.detail else "")
+                lines.append(line)
         return lines

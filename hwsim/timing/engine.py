@@ -188,6 +188,8 @@ class Unit:
                     arrival = data_at
             ready = (end if end > arrival else arrival) + work.latency
             op.ready_at = ready
+            if ready > self.engine.last_ready:
+                self.engine.last_ready = ready
             if in_flight:
                 heapq.heappush(self._pending, ready)
             if op._started is not None:
@@ -245,7 +247,7 @@ class Engine:
         self.progress: Callable[[int, int], None] | None = None
         self._commits: list = []  # heap of (ready, sequence, commit)
         self._sequence = 0
-        self._last_commit = 0
+        self.last_ready = 0             # the cycle the latest result lands (the run ends there)
         self.tag = None                 # stamped on ops dispatched from now on
         self.observe: Callable[[Op], None] | None = None
         self.numerics = True            # False: machines cost their datapaths without computing
@@ -274,7 +276,6 @@ class Engine:
         """Apply ``commit`` at ``cycle``: before anything that starts at or after it."""
         heapq.heappush(self._commits, (cycle, self._sequence, commit))
         self._sequence += 1
-        self._last_commit = max(self._last_commit, cycle)
 
     def flush(self) -> None:
         """Apply the commits that are due."""
@@ -352,8 +353,8 @@ class Engine:
         gc.disable()
         try:
             self.env.run()
-            if self._last_commit > self.env.now:  # the last results land after the last op
-                self.env.run(self.env.timeout(self._last_commit - self.env.now))
+            if self.last_ready > self.env.now:  # the last results land after the last op
+                self.env.run(self.env.timeout(self.last_ready - self.env.now))
             self.flush()
         finally:
             if collecting:
