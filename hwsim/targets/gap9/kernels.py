@@ -32,26 +32,13 @@ from hwsim.isa.gap9 import Kernel, TensorRef
 from hwsim.targets.gap9 import kernel_ops as ops
 from hwsim.targets.gap9 import tosa_int as ti
 from hwsim.targets.gap9.tcdm import core_stalls
+from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
 from hwsim.timing.engine import Work
 
-REQUIRED = object()
 INTS = ("i8", "i16", "i32")
 
 
-@dataclass(frozen=True)
-class Arg:
-    kind: str                   # "in", "out", "int", "ints", "word"
-    default: Any = REQUIRED
-    dtypes: tuple = ()          # tensors: allowed dtypes
-    choices: tuple = ()         # words: allowed values
 
-
-def In(*dtypes, optional=False):
-    return Arg("in", None if optional else REQUIRED, dtypes)
-
-
-def Out(*dtypes):
-    return Arg("out", REQUIRED, dtypes)
 
 
 RESCALE_ARGS = {"mult": In("i32", "i16", optional=True), "shift": In("i8", optional=True),
@@ -121,23 +108,10 @@ def _pool_shape(t, a):
     return {"out": ((t["in"].dtype,), (x[0], oh, ow, x[3]))}
 
 
-def _broadcast(t, names=("a", "b")):
-    shapes = [t[n].shape for n in names]
-    if len({len(s) for s in shapes}) != 1:
-        _fail("elementwise: inputs need the same rank (TOSA does not add dimensions)")
-    out = []
-    for dims in zip(*shapes):
-        sizes = set(dims) - {1}
-        if len(sizes) > 1:
-            _fail(f"elementwise: shapes {' and '.join(map(str, shapes))} do not broadcast")
-        out.append(max(dims))
-    return tuple(out)
-
-
 def _binary_shape(t, a):
     if t["a"].dtype != t["b"].dtype:
         _fail("elementwise: both inputs need the same dtype")
-    return _out_requant(t, a, _broadcast(t))
+    return _out_requant(t, a, broadcast(t))
 
 
 def _axis(t, a, name="in"):
@@ -230,7 +204,8 @@ def _run_conv(x, a, t, depthwise=False):
     return {"out": _requant(acc, x, a, t)}
 
 
-def _run_rescale(x, a, t):
+def run_rescale(x, a, t):
+    """TOSA RESCALE on a routine's values (also SME's ``vec rescale``)."""
     out = t["out"].dtype
     kind = ("u" + out[1:]) if a["output_unsigned"] else out
     return {"out": ti.rescale(x["in"], x["mult"], x["shift"], a["in_zp"], a["out_zp"], kind,
@@ -313,7 +288,7 @@ KERNELS = {k.name: k for k in [
                         "in_zp": Arg("int", 0), "out_zp": Arg("int", 0), "scale32": Arg("int", 1),
                         "rounding": Arg("word", "single", choices=("single", "double")),
                         "input_unsigned": Arg("int", 0), "output_unsigned": Arg("int", 0)},
-            _rescale_shape, _run_rescale, "rescale_elements_per_cycle_per_core"),
+            _rescale_shape, run_rescale, "rescale_elements_per_cycle_per_core"),
     _kernel("table", {"in": In("i8", "i16"), "table": In("i8", "i16"), "out": Out("i8", "i32")},
             _table_shape,
             lambda x, a, t: {"out": ops.table(x["in"], x["table"], t["in"].dtype)}, _TABLE_RATE,
@@ -324,12 +299,12 @@ KERNELS = {k.name: k for k in [
     _kernel("clz", UNARY, _same(("i32",)), lambda x, a, t: {"out": ti.clz32(x["in"])},
             "eltwise_elements_per_cycle_per_core"),
     _kernel("arithmetic_right_shift", {**SHIFT_ARGS, "round": Arg("int", 0)},
-            lambda t, a: {"out": ((t["a"].dtype,), _broadcast(t))},
+            lambda t, a: {"out": ((t["a"].dtype,), broadcast(t))},
             lambda x, a, t: {"out": ti.arithmetic_right_shift(
                 x["a"], x["b"], int(t["a"].dtype[1:]), bool(a["round"]))},
             "eltwise_elements_per_cycle_per_core"),
     _kernel("logical_left_shift", SHIFT_ARGS,
-            lambda t, a: {"out": ((t["a"].dtype,), _broadcast(t))},
+            lambda t, a: {"out": ((t["a"].dtype,), broadcast(t))},
             lambda x, a, t: {"out": ti.logical_left_shift(x["a"], x["b"],
                                                           int(t["a"].dtype[1:]))},
             "eltwise_elements_per_cycle_per_core"),
@@ -364,43 +339,11 @@ KERNELS = {k.name: k for k in [
 
 
 # -- binding and execution ----------------------------------------------------------------------
-def _value(arg: Arg, name: str, value, loc):
-    kinds = {"in": TensorRef, "out": TensorRef, "int": int, "ints": tuple, "word": str}
-    if arg.kind == "ints" and isinstance(value, int):
-        value = (value,)
-    if not isinstance(value, kinds[arg.kind]):
-        raise TraceSyntaxError(loc, f"argument {name}: expected {arg.kind}, found {value!r}")
-    if arg.dtypes and value.dtype not in arg.dtypes:
-        raise TraceSyntaxError(loc, f"argument {name}: expected dtype "
-                                    f"{' or '.join(arg.dtypes)}, found {value.dtype}")
-    if arg.choices and value not in arg.choices:
-        raise TraceSyntaxError(loc, f"argument {name}: expected one of "
-                                    f"{', '.join(arg.choices)}, found {value!r}")
-    return value
-
-
 def bind(instr: Kernel, spaces: dict) -> Bound:
     """Check a ``cluster`` line against its kernel's table row."""
     loc = instr.loc
-    kernel = KERNELS.get(instr.name)
-    if kernel is None:
-        raise TraceSyntaxError(loc, f"cluster: unknown kernel {instr.name!r}; expected one of "
-                                    f"{', '.join(KERNELS)}")
+    kernel, tensors, attrs = arguments(instr, KERNELS, "cluster kernel", TensorRef)
     where = lambda name: instr.arg_locs.get(name, loc)                 # noqa: E731
-    for name in instr.args:
-        if name not in kernel.args:
-            raise TraceSyntaxError(where(name), f"{kernel.name}: unknown argument {name!r}; "
-                                                f"expected {', '.join(kernel.args)}")
-    tensors, attrs = {}, {}
-    for name, arg in kernel.args.items():
-        if name not in instr.args:
-            if arg.default is REQUIRED:
-                raise TraceSyntaxError(loc, f"{kernel.name}: missing argument {name}")
-            if arg.kind not in ("in", "out"):
-                attrs[name] = arg.default
-            continue
-        value = _value(arg, name, instr.args[name], where(name))
-        (tensors if arg.kind in ("in", "out") else attrs)[name] = value
     for name, ref in tensors.items():
         if ref.space != "l1":
             raise TraceSyntaxError(where(name), f"{kernel.name}: tensor {name} is in "

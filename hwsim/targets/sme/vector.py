@@ -40,29 +40,16 @@ from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
 from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
 from hwsim.targets.gap9 import kernel_ops as ops
 from hwsim.targets.gap9 import tosa_int as ti
+from hwsim.targets.gap9.kernels import run_rescale
+from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
 from hwsim.targets.sme import layouts
 from hwsim.timing.engine import Work
 
-REQUIRED = object()
 INTS = ("i8", "i16", "i32")
 FLOAT = ("f32", "bf16")
-ANY = INTS + ("u8",) + FLOAT
 
 
-@dataclass(frozen=True)
-class Arg:
-    kind: str                   # "in", "out", "int", "ints", "num", "word"
-    default: Any = REQUIRED
-    dtypes: tuple = ()
-    choices: tuple = ()
 
-
-def In(*dtypes, optional=False):
-    return Arg("in", None if optional else REQUIRED, dtypes or ANY)
-
-
-def Out(*dtypes):
-    return Arg("out", REQUIRED, dtypes or ANY)
 
 
 @dataclass(frozen=True)
@@ -113,18 +100,6 @@ def encode(values, dtype: str) -> np.ndarray:
 
 
 # -- shape rules and semantics -----------------------------------------------------------------
-def _broadcast(t, names=("a", "b")):
-    shapes = [t[n].shape for n in names]
-    if len({len(s) for s in shapes}) != 1:
-        _fail("elementwise: inputs need the same rank")
-    out = []
-    for dims in zip(*shapes):
-        if len(set(dims) - {1}) > 1:
-            _fail(f"elementwise: shapes {' and '.join(map(str, shapes))} do not broadcast")
-        out.append(max(dims))
-    return tuple(out)
-
-
 def _same_kind(t, names):
     kinds = {t[n].dtype in FLOAT for n in names if n in t}
     if len(kinds) > 1:
@@ -133,7 +108,7 @@ def _same_kind(t, names):
 
 def _binary_shape(t, a):
     _same_kind(t, ("a", "b", "out"))
-    return {"out": _broadcast(t)}
+    return {"out": broadcast(t)}
 
 
 _FLOAT_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum,
@@ -211,14 +186,6 @@ def _run_pack(x, a, t):
                                           layouts.padded(taps, a["depth"]), fill)
     flat = [layouts.pack_panels(m, a["rows"], a["vectors"], a["depth"], fill) for m in mats]
     return {"out": np.concatenate(flat)}
-
-
-def _run_rescale(x, a, t):
-    out = t["out"].dtype
-    kind = ("u" + out[1:]) if a["output_unsigned"] else out
-    return {"out": ti.rescale(x["in"], x["mult"], x["shift"], a["in_zp"], a["out_zp"], kind,
-                              bool(a["scale32"]), a["rounding"] == "double",
-                              bool(a["input_unsigned"]), int(t["in"].dtype[1:]))}
 
 
 def _rescale_shape(t, a):
@@ -372,7 +339,7 @@ ROUTINES = {r.name: r for r in [
                      "group": Arg("int", 0), "fill": Arg("num", 0), "offset": Arg("int", 0)},
             _pack_shape, _run_pack, _pack_ops, _source_vectors, _pack_loads),
     _binary("add"), _binary("sub"), _binary("mul"), _binary("maximum"), _binary("minimum"),
-    Routine("rescale", RESCALE_ARGS, _rescale_shape, _run_rescale, "vec_rescale_ops", _vectors),
+    Routine("rescale", RESCALE_ARGS, _rescale_shape, run_rescale, "vec_rescale_ops", _vectors),
     Routine("clamp", {**UNARY, "min": Arg("num"), "max": Arg("num")}, _same, _clamp,
             "vec_unary_ops", _vectors),
     Routine("table", {"in": In("i8", "i16"), "table": In("i8", "i16"), "out": Out("i8", "i32")},
@@ -411,45 +378,11 @@ ROUTINES = {r.name: r for r in [
 
 
 # -- binding and execution -----------------------------------------------------------------------
-def _value(arg: Arg, name: str, value, loc):
-    if arg.kind == "ints" and isinstance(value, int):
-        value = (value,)
-    kinds = {"in": TensorRef, "out": TensorRef, "int": int, "ints": tuple, "num": (int, float),
-             "word": str}
-    if not isinstance(value, kinds[arg.kind]) or (arg.kind == "ints" and not all(
-            isinstance(v, int) for v in value)):
-        raise TraceSyntaxError(loc, f"argument {name}: expected {arg.kind}, found {value!r}")
-    if arg.dtypes and value.dtype not in arg.dtypes:
-        raise TraceSyntaxError(loc, f"argument {name}: expected dtype "
-                                    f"{' or '.join(arg.dtypes)}, found {value.dtype}")
-    if arg.choices and value not in arg.choices:
-        raise TraceSyntaxError(loc, f"argument {name}: expected one of "
-                                    f"{', '.join(arg.choices)}, found {value!r}")
-    return value
-
-
 def bind(op: VecOp, space) -> Bound:
     """Check a ``vec`` line against its routine's row: names, kinds, dtypes, shapes, bounds."""
     loc = op.loc
-    routine = ROUTINES.get(op.name)
-    if routine is None:
-        raise TraceSyntaxError(loc, f"vec: unknown routine {op.name!r}; expected one of "
-                                    f"{', '.join(ROUTINES)}")
+    routine, tensors, attrs = arguments(op, ROUTINES, "vec routine", TensorRef)
     where = lambda name: op.arg_locs.get(name, loc)                     # noqa: E731
-    for name in op.args:
-        if name not in routine.args:
-            raise TraceSyntaxError(where(name), f"{routine.name}: unknown argument {name!r}; "
-                                                f"expected {', '.join(routine.args)}")
-    tensors, attrs = {}, {}
-    for name, arg in routine.args.items():
-        if name not in op.args:
-            if arg.default is REQUIRED:
-                raise TraceSyntaxError(loc, f"{routine.name}: missing argument {name}")
-            if arg.kind not in ("in", "out"):
-                attrs[name] = arg.default
-            continue
-        value = _value(arg, name, op.args[name], where(name))
-        (tensors if arg.kind in ("in", "out") else attrs)[name] = value
     for name, ref in tensors.items():
         try:
             space.offset(ref.addr, ref.nbytes)
