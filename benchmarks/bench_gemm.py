@@ -18,6 +18,11 @@ others.
   accumulator's 2^-24 of sum |a b|) of the exact product; ``rounded_exactly`` is the share
   equal to the exact product rounded once (the accumulator's own rounding can land a value on
   an FP16 rounding boundary).
+* ``sme``: 512 x 512 x 512 in fp32 (FMOPA, SVL 512), A a graph input, B a constant packed
+  ahead of time into K-major panels. The whole program counts: A packed into panels on the
+  vector side, four .S tiles accumulating 32x32 output blocks, the tiles stored row by row.
+  Right: the TOSA dot-product rule for fp32 (``--check``'s verdict on the MATMUL layer);
+  ``max_rel_err`` is the largest error over the result's largest magnitude.
 """
 
 from __future__ import annotations
@@ -78,7 +83,34 @@ def hmx_gemm(m: int = 256, k: int = 1024, n: int = 4096) -> dict:
             "timing_only_cycles": timing.cycles, "wall_s": wall, "timing_only_wall_s": timing_wall}
 
 
-GEMMS = {"hmx": hmx_gemm}
+def sme_gemm(m: int = 512, k: int = 512, n: int = 512) -> dict:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    graph = matmul_graph(m, k, n, "fp32", b)
+    start = time.perf_counter()
+    report = hwsim.estimate(graph, "sme", mode="fp32", inputs=[a])
+    wall = time.perf_counter() - start
+    checked = hwsim.estimate(graph, "sme", mode="fp32", inputs=[a], check=True)
+    timing = hwsim.estimate(graph, "sme", mode="fp32", inputs=[a], numerics=False)
+    got = next(iter(report.outputs.values())).reshape(m, n).astype(np.float64)
+    want = a[0].astype(np.float64) @ b.astype(np.float64)
+    flops = 2 * m * k * n
+    mx = next(u for u in report.result.units if u.name == "mx")
+    peak_flops = 2 * mx.peak_macs * report.clock_hz
+    busy = report.result.stats["units"]["mx"]["busy"]
+    return {"target": "sme", "shape": [m, k, n], "dtype": "fp32", "cycles": report.cycles,
+            "seconds": report.seconds, "gflops": flops / report.seconds / 1e9,
+            "peak_gflops": peak_flops / 1e9,
+            "percent_of_peak": 100 * flops / report.seconds / peak_flops,
+            "mx_busy_percent": 100 * busy / report.cycles, "clock_hz": report.clock_hz,
+            "correct": checked.layers[0].verdict.status != "deviates",
+            "verdict": str(checked.layers[0].verdict),
+            "max_rel_err": float(np.abs(got - want).max() / np.abs(want).max()),
+            "timing_only_cycles": timing.cycles, "wall_s": wall}
+
+
+GEMMS = {"hmx": hmx_gemm, "sme": sme_gemm}
 
 
 def main(argv=None) -> int:
