@@ -1,10 +1,11 @@
 """How fast the scheduler estimates whole models, against the TOSA reference model's own speed.
 
-    PYTHONPATH=. python benchmarks/bench_models.py [--repeat 5] [--targets gap9]
+    PYTHONPATH=. python benchmarks/bench_models.py [--repeat 5] [--targets gap9] [--modes ne16]
 
 For each target with a scheduler and each model and numeric mode it supports (``CASES``: GAP9
-the four int8 MLPerf Tiny models in ../shared/models; HMX the FP32 ones in its FP16 mode and
-the int8 autoencoder in its dequantise mode; else their synthetic look-alikes):
+the four int8 MLPerf Tiny models in ../shared/models in both modes; HMX the FP32 ones in its
+FP16 mode and the int8 autoencoder in its dequantise mode; SME the int8 ones through SMOPA and
+the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` picks modes):
 
 * ``warm_s``: wall time of ``estimate(..., check=True)`` (lower, simulate, attribute, judge every
   layer and the outputs) with the numba cache warm: the median of ``--repeat`` runs after one
@@ -20,7 +21,8 @@ the int8 autoencoder in its dequantise mode; else their synthetic look-alikes):
   the datapaths (``numerics=False``), and their ratio.
 
 ``--conformance`` also runs tosa-tools' generated operator tests (positive tests of the
-operators the lowering supports, small shapes; int8/int16/int32 for GAP9, fp16 for HMX)
+operators the lowering supports, small shapes; int8/int16/int32 for GAP9, fp16 for HMX, int8
+and fp32 for SME)
 through each target's system under test (``hwsim.tosa.sut``) and counts the verdicts.
 
 Results are printed and saved in benchmarks/results/models.json: one row per (target, model,
@@ -46,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from hwsim.schedule import LOWERINGS, estimate  # noqa: E402
+from hwsim.schedule import LOWERINGS, estimate, lowering  # noqa: E402
 from hwsim.tosa import load_graph  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.reference import run_graph  # noqa: E402
@@ -57,11 +59,16 @@ REAL = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1", "resnet8_int8"
         "ad01_int8": "autoencoder"}
 # target -> (model file stem, synthetic stand-in, its dtype, numeric mode or None: the default)
 CASES = {
-    "gap9": [(name, synthetic, "int8", None) for name, synthetic in REAL.items()],
+    "gap9": [(name, synthetic, "int8", mode) for mode in ("exact", "ne16")
+             for name, synthetic in REAL.items()],
     "hmx": [("resnet8_fp32", "resnet8", "fp32", None), ("ad01_fp32", "autoencoder", "fp32", None),
             ("ds_cnn fp32", "ds_cnn", "fp32", None),
             ("mobilenet_v1 fp32", "mobilenet_v1", "fp32", None),
             ("ad01_int8", "autoencoder", "int8", "dequantise")],
+    "sme": [(name, synthetic, "int8", "int8") for name, synthetic in REAL.items()]
+    + [(name, synthetic, "fp32", mode) for mode in ("fp32", "bf16-widening", "bf16")
+       for name, synthetic in (("resnet8_fp32", "resnet8"), ("ad01_fp32", "autoencoder"),
+                               ("ds_cnn fp32", "ds_cnn"))],
 }
 COLD = """
 import resource, sys, time
@@ -140,9 +147,8 @@ def measure(name: str, source: str, graph, target: str, repeat: int, mode: str |
 
 def report_graph(graph, target: str, mode: str | None):
     """The graph the target actually runs (after its rewrite, e.g. HMX dequantise)."""
-    from hwsim.schedule import lowering
     low = lowering(target)
-    return low.rewrite(graph, low.options(mode))
+    return low.rewrite(graph, low.options(mode or low.default_mode(graph)))
 
 
 def cases(target: str) -> list:
@@ -168,20 +174,20 @@ CONFORMANCE = [
 ]
 
 
-DTYPES = {"gap9": ["int8", "int16", "int32"], "hmx": ["fp16"]}  # HMX computes in FP16
+DTYPES = {"gap9": ["int8", "int16", "int32"], "hmx": ["fp16"],   # HMX computes in FP16
+          "sme": ["int8", "fp32"]}
 
 
 def conformance(target: str) -> dict:
     """Generate the CONFORMANCE operator tests and run them on ``target``: verdict counts, and
     the failures split into tests the lowering rejects (unsupported types or shapes: the
-    ScheduleError the SUT reports) and wrong results."""
+    ScheduleError the SUT reports) and wrong results, and the tests whose run crashed."""
     import contextlib
     import io
     import re
     from generator.tosa_verif_build_tests import main as build
     from runner.tosa_verif_run_tests import main as run
     from hwsim.errors import ScheduleError
-    from hwsim.schedule import lowering
     low = lowering(target)
     with tempfile.TemporaryDirectory(prefix="hwsim-conf-") as tmp:
         for pattern, shape in CONFORMANCE:
@@ -200,13 +206,14 @@ def conformance(target: str) -> dict:
         for path in re.findall(r"UNEXPECTED_FAILURE (\S+)", text):
             graph = load_graph(next(Path(path).glob("*.tosa")))
             try:
-                low.layers(graph, low.options())
+                low.layers(graph, low.options(low.default_mode(graph)))
                 wrong.append(Path(path).name)
             except ScheduleError as exc:
                 rejected.append(f"{Path(path).name}: {exc}")
+        crashed = [Path(path).name for path in re.findall(r"INTERNAL_ERROR (\S+)", text)]
     totals = re.search(r"Totals \(hwsim\.tosa\.sut\): (.*)", text).group(1)
     return {"target": target, **{k: int(n) for n, k in re.findall(r"(\d+) (\w+)", totals)},
-            "rejected": len(rejected), "wrong": wrong,
+            "rejected": len(rejected), "wrong": wrong, "crashed": crashed,
             "rejected_examples": sorted({r.split(": ", 1)[1] for r in rejected})}
 
 
@@ -214,12 +221,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--targets", nargs="*", default=list(LOWERINGS))
+    parser.add_argument("--modes", nargs="*", help="only these numeric modes (default: all)")
     parser.add_argument("--conformance", action="store_true",
                         help="also run generated TOSA operator tests on each target")
     args = parser.parse_args(argv)
     rows = []
     for target in args.targets:
         for name, source, graph, mode, dtype in cases(target):
+            if args.modes and (mode or lowering(target).default_mode(graph)) not in args.modes:
+                continue
             row = measure(name, source, graph, target, args.repeat, mode, dtype)
             rows.append(row)
             print(f"{target:5} {name:18} {row['mode']:10} ref {row['reference_s'] * 1e3:6.1f} "
@@ -240,9 +250,11 @@ def main(argv=None) -> int:
         for c in done:
             print(f"{c['target']} conformance: {c.get('expected_pass', 0)} pass, "
                   f"{c['rejected']} rejected by the lowering (unsupported), "
-                  f"{len(c['wrong'])} wrong, {c.get('skipped', 0)} skipped")
-            for name in c["wrong"]:
-                print("  wrong:", name)
+                  f"{len(c['wrong'])} wrong, {len(c['crashed'])} crashed, "
+                  f"{c.get('skipped', 0)} skipped")
+            for kind in ("wrong", "crashed"):
+                for name in c[kind]:
+                    print(f"  {kind}:", name)
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(f"saved {out}")
     return 0

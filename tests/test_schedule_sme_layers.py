@@ -80,6 +80,21 @@ def test_float_depthwise_and_matmul_in_each_mode(mode):
 
 
 @pytest.mark.parametrize("dtype", ["int8", "fp32"])
+def test_a_bias_of_one_element_applies_to_every_channel(dtype):
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("conv")
+    x = b.input((1, 6, 5, 4), dtype, "x")
+    if dtype == "int8":
+        w, bias = b.const(rng.integers(-128, 128, (3, 2, 2, 4)), "int8"), \
+            b.const(np.array([300]), "int32")
+    else:
+        w, bias = b.const(rng.standard_normal((3, 2, 2, 4)), "fp32"), \
+            b.const(np.array([0.5]), "fp32")
+    report = hwsim.estimate(b.build(b.conv2d(x, w, bias)), "sme", check=True)
+    assert report.layers[0].verdict.status in ("exact", "compliant")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "fp32"])
 def test_pooling_padding_and_transposes_on_the_vector_side(dtype):
     b = GraphBuilder("misc")
     x = b.input((1, 5, 6, 3), dtype, "x")

@@ -239,7 +239,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
               offset=-128 if unsigned else None)
         w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel())
                                           for w in plan.weights]), mode.src)
-    bias = np.broadcast_to(plan.bias if plan.bias is not None else 0, (plan.n,))  # [1]: all
+    bias = np.resize(plan.bias if plan.bias is not None else 0, plan.n)  # a bias of [1]: all
     if quantized:
         bias = bias.astype(np.int64) + correction
     direct = not np.any(bias) and mode.acc == out.dtype
