@@ -12,7 +12,8 @@ the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` 
   warm-up in this process; ``phases_s`` splits it;
 * ``cold_s``: the same call in a fresh subprocess with an empty ``NUMBA_CACHE_DIR`` (numba
   compiles every kernel), and ``cold_process_s`` the whole subprocess (imports too);
-* ``peak_mb``: the subprocess's peak resident memory (ru_maxrss);
+* ``peak_mb``: the subprocess's peak resident memory (Linux ``VmHWM``; not ``ru_maxrss``,
+  which a child inherits from the parent it was forked from);
 * ``reference_s``: the official TOSA reference model running the same graph on the same input
   (``hwsim.tosa.reference.run_graph``), measured in the same process, each reference run
   right before an estimate run so that both see the same machine load; ``ratio`` is the median
@@ -71,7 +72,7 @@ CASES = {
                                ("ds_cnn fp32", "ds_cnn"))],
 }
 COLD = """
-import resource, sys, time
+import sys, time
 start = time.perf_counter()
 from hwsim.schedule import estimate
 from hwsim.tosa import load_graph
@@ -84,7 +85,9 @@ x = np.load(sys.argv[3])
 t = time.perf_counter()
 estimate(graph, sys.argv[2], mode=sys.argv[4] or None, check=True, inputs=x)
 call = time.perf_counter() - t
-print(call, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+with open("/proc/self/status") as status:
+    peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+print(call, time.perf_counter() - start, peak_kb)
 """
 
 
