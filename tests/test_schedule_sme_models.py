@@ -78,6 +78,8 @@ def test_cli_estimate_on_sme_and_a_wrong_mode(tmp_path, capsys):
     assert cli_main(["estimate", str(path), "--target", "sme", "--mode", "int8"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "mode int8 takes integer graphs" in err
+    assert cli_main(["estimate", str(path), "--target", "sme", "--weight-bits", "4"]) == 2
+    assert "sme: weight bits: expected 8, found 4" in capsys.readouterr().err
 
 
 def test_conformance_target_runs_int8_and_fp32_graphs():

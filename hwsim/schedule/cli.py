@@ -22,14 +22,14 @@ REPORTS = ("table", "json", "csv")
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help=".tflite, .tosa, .mlir or .mlirbc")
-    p.add_argument("--target", default="gap9", metavar="NAME", help="machine (default gap9)")
+    p.add_argument("--target", default="gap9", metavar="NAME", help="gap9 (default), hmx or sme")
     p.add_argument("--mode", metavar="MODE",
                    help="numeric mode: gap9 exact (default; bit-exact) or ne16 (NE16-native "
                         "requantisation); hmx fp16 (default) or dequantise (int8 graphs); sme "
                         "fp32, bf16-widening, bf16 (float graphs, fp32 default) or int8 (int8 "
                         "graphs)")
     p.add_argument("--weight-bits", type=int, default=8, metavar="N",
-                   help="requantise weights to N bits (2..8) for timing studies")
+                   help="gap9: requantise weights to N bits (2..8) for timing studies")
     p.add_argument("--param", metavar="KEY=VALUE", action="append",
                    help="override a machine parameter (repeatable)")
     p.add_argument("--params", metavar="FILE.toml", help="machine parameters from TOML")

@@ -5,7 +5,8 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
 * ``target``, ``modes`` (numeric modes, the default first), ``operators`` (the TOSA operators
   it can lower at all), ``compute_units`` (engine units whose busy time is compute),
   ``movement_ports`` (ports of transfers to and from the memories outside the compute units'
-  local memory) and ``levels`` (report memory level -> the ports whose bytes it counts);
+  local memory), ``levels`` (report memory level -> the ports whose bytes it counts) and
+  ``weight_bits`` (the weight widths it can requantise to; default 8 only);
 * ``unsupported(op, options)``: why ``op`` cannot run (None if it can). ``layers`` calls it on
   every operator first, so a graph with an unsupported operator fails with a
   ``ScheduleError`` naming it before anything is simulated;
@@ -167,6 +168,7 @@ class Lowering:
     movement_ports: tuple = ()
     levels: dict = {}
     machine_params: dict = {}
+    weight_bits: tuple = (8,)   # weight widths it can requantise to
 
     def options(self, mode: str | None = None, weight_bits: int = 8, params=None,
                 numerics: bool = True) -> Options:
@@ -174,8 +176,10 @@ class Lowering:
         if mode not in self.modes:
             raise ConfigError(f"{self.target}: numeric mode {mode!r}; expected one of "
                               f"{', '.join(self.modes)}")
-        if not 2 <= int(weight_bits) <= 8:
-            raise ConfigError(f"weight bits: expected 2..8, found {weight_bits}")
+        if int(weight_bits) not in self.weight_bits:
+            lo, hi = min(self.weight_bits), max(self.weight_bits)
+            raise ConfigError(f"{self.target}: weight bits: expected "
+                              f"{lo if lo == hi else f'{lo}..{hi}'}, found {weight_bits}")
         return Options(mode, int(weight_bits), dict(params or {}), numerics)
 
     def unsupported(self, op: Operator, options: Options) -> str | None:

@@ -43,6 +43,7 @@ def _merge(members: list, consumer) -> bool:
 class Gap9Lowering(Lowering):
     target = "gap9"
     modes = ("exact", "ne16")
+    weight_bits = tuple(range(2, 9))    # NE16's weights are bit-serial
     operators = frozenset(cluster.OPERATORS)
     compute_units = ("ne16", "cluster")
     movement_ports = ("l2", "mram")
