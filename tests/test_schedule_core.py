@@ -159,3 +159,11 @@ def test_program_text_reads_back_to_the_same_instructions():
         kinds.add(type(instr))
     assert {prog.DmaCopy, prog.DmaWait, prog.Ne16Write, prog.Ne16Commit, prog.Ne16Wait,
             prog.Kernel, prog.Barrier} <= kinds
+
+
+@pytest.mark.parametrize("target", ["gap9", "hmx", "sme"])
+def test_every_roof_is_a_report_level_so_the_roofline_has_its_layers(target):
+    low = lowering(target)
+    roofs = low.roofs(hwsim.machine(target).params)
+    assert roofs["bandwidths"] and set(roofs["bandwidths"]) <= set(low.levels)
+    assert len(set(roofs["peaks"].values())) == len(roofs["peaks"])   # one line per rate

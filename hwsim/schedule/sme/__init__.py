@@ -102,10 +102,15 @@ class SmeLowering(Lowering):
         return str(instr) if isinstance(instr, VecOp) else instr.text
 
     def roofs(self, params) -> dict:
-        return {"peaks": {f"mx {mode}": getattr(params, f"{path}_macs_per_cycle")
-                          for mode, path in DATAPATH.items()},
-                "bandwidths": {"mem loads": params.load_ports * params.load_port_bytes_per_cycle,
-                               "mem stores": params.store_port_bytes_per_cycle}}
+        """The outer-product peaks (modes sharing a rate share a line) and ``mem``'s ports
+        together (the level counts loads and stores)."""
+        peaks: dict = {}
+        for mode, path in DATAPATH.items():
+            peaks.setdefault(getattr(params, f"{path}_macs_per_cycle"), []).append(mode)
+        ports = params.load_ports * params.load_port_bytes_per_cycle + \
+            params.store_port_bytes_per_cycle
+        return {"peaks": {f"mx {'/'.join(modes)}": peak for peak, modes in peaks.items()},
+                "bandwidths": {"mem": ports}}
 
 
 class _Lower:
