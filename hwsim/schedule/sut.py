@@ -1,8 +1,8 @@
 """The scheduler's machines as targets of the conformance system under test
 (``hwsim.tosa.sut``): ``--sut-module-args hwsim.tosa.sut:target=gap9`` runs each operator test
-through that machine's lowering in its default mode for the graph (GAP9: exact; SME: int8 or
-fp32 by the graph's types; HMX: fp16). Tests of operators it does not lower are skipped; a lowering that
-rejects a test's types or shapes reports why."""
+through that machine's lowering in its default mode for the graph (GAP9: exact; HMX: fp16;
+SME: int8 or fp32 by the graph's types). Tests of operators it does not lower are skipped; a
+lowering that rejects a test's types or shapes reports why."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """CONV2D, DEPTHWISE_CONV2D and MATMUL on NE16: weights, normalisation and jobs.
 
 Which layers fit (``fit``): int8 input and weights, no dilation, batch 1, padding up to 2 above
-and left and 1 below and right; 3x3 filters at stride 1 or 2x2 (depthwise with multiplier 1 too), 1x1 filters at stride 1 (linear mode for one output
-pixel), MATMUL with a constant B. Everything else runs on the cluster.
+and left and 1 below and right; 3x3 filters at stride 1 or 2x2 (depthwise with multiplier 1
+too), 1x1 filters at stride 1 (linear mode for one output pixel), MATMUL with a constant B.
+Everything else runs on the cluster.
 
 How TOSA maps onto NE16 (checked bit for bit against the reference model by the tests):
 
