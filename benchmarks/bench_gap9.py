@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,20 +35,11 @@ from hwsim.targets.gap9.ne16_datapath import gemm_wrap32, gemm_wrap32_np, run_jo
 from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs                # noqa: E402
 from hwsim.targets.gap9.ne16_job import Ne16Job                                # noqa: E402
 from tests import gap9_oracle as oracle                                        # noqa: E402
+from common import best  # noqa: E402
 
 L1 = 0x10000000
 LAYER = LayerSpec(h_in=16, w_in=16, k_in=128, k_out=64, padding=(1, 1, 1, 1), shift=16,
                   relu=True)                    # 32 KB in, 72 KB weights, 16 KB out: fits L1
-
-
-def best(fn, repeats=5):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def layer_in_l1(spec: LayerSpec, seed: int = 0):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,18 +28,14 @@ from hwsim.targets.hmx import numerics
 from hwsim.timing import Engine, Op, Work
 from hwsim.traces.files import atomic_write_text
 from hwsim.traces.reader import parse_trace
+from common import best
 
 RESULTS = Path(__file__).resolve().parent / "results" / "hmx.json"
 
 
 def best_rate(fn, count: float, repeat: int = 3) -> float:
     """``count`` divided by the fastest of ``repeat`` timed calls of ``fn``."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return count / best
+    return count / best(fn, repeat, warm_up=False)
 
 
 def engine_ops(n: int) -> float:

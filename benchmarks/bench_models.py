@@ -41,7 +41,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,19 +53,18 @@ from hwsim.tosa import load_graph  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.reference import run_graph  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
+from common import MLPERF_TINY, median  # noqa: E402
 
 MODELS = ROOT.parent / "shared" / "models"
-REAL = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1", "resnet8_int8": "resnet8",
-        "ad01_int8": "autoencoder"}
 # target -> (model file stem, synthetic stand-in, its dtype, numeric mode or None: the default)
 CASES = {
     "gap9": [(name, synthetic, "int8", mode) for mode in ("exact", "ne16")
-             for name, synthetic in REAL.items()],
+             for name, synthetic in MLPERF_TINY.items()],
     "hmx": [("resnet8_fp32", "resnet8", "fp32", None), ("ad01_fp32", "autoencoder", "fp32", None),
             ("ds_cnn fp32", "ds_cnn", "fp32", None),
             ("mobilenet_v1 fp32", "mobilenet_v1", "fp32", None),
             ("ad01_int8", "autoencoder", "int8", "dequantise")],
-    "sme": [(name, synthetic, "int8", "int8") for name, synthetic in REAL.items()]
+    "sme": [(name, synthetic, "int8", "int8") for name, synthetic in MLPERF_TINY.items()]
     + [(name, synthetic, "fp32", mode) for mode in ("fp32", "bf16-widening", "bf16")
        for name, synthetic in (("resnet8_fp32", "resnet8"), ("ad01_fp32", "autoencoder"),
                                ("ds_cnn fp32", "ds_cnn"))],
@@ -89,15 +87,6 @@ with open("/proc/self/status") as status:
     peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 print(call, time.perf_counter() - start, peak_kb)
 """
-
-
-def median_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def cold(source: str, target: str, x: np.ndarray, mode: str | None, dtype: str) -> dict:
@@ -129,13 +118,13 @@ def measure(name: str, source: str, graph, target: str, repeat: int, mode: str |
     run_graph(reference_graph, x)
     pairs, reports = [], []
     for _ in range(repeat):
-        reference = median_time(lambda: run_graph(reference_graph, x), 1)
-        warm = median_time(lambda: reports.append(estimate(graph, target, check=True, **run)),
+        reference = median(lambda: run_graph(reference_graph, x), 1)
+        warm = median(lambda: reports.append(estimate(graph, target, check=True, **run)),
                            1)
         pairs.append((reference, warm))
     phases = {k: statistics.median(r.wall[k] for r in reports) for k in reports[0].wall}
-    full = median_time(lambda: estimate(graph, target, **run), repeat)
-    timing = median_time(lambda: estimate(graph, target, numerics=False, **run), repeat)
+    full = median(lambda: estimate(graph, target, **run), repeat)
+    timing = median(lambda: estimate(graph, target, numerics=False, **run), repeat)
     exact = all(r.verdict.status == "exact" for r in report.layers)
     return {"target": target, "model": name, "mode": report.mode, "layers": len(report.layers),
             "operators": len(graph), "macs": graph.macs, "cycles": report.cycles,

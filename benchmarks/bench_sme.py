@@ -25,20 +25,10 @@ import numpy as np
 import hwsim
 from hwsim.isa import sme
 from hwsim.targets.sme import kernels, numerics
+from common import best
 
 REPEATS = 5
 RESULTS = Path(__file__).resolve().parent / "results" / "sme.json"
-
-
-def best(fn, repeats=REPEATS) -> float:
-    """The shortest of ``repeats`` timings of ``fn()``, in CPU seconds."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()
-        fn()
-        times.append(time.process_time() - t)
-    return min(times)
 
 
 def programs(steps: int) -> dict[str, list]:
@@ -69,7 +59,7 @@ def engine_rates(steps: int = 1500) -> dict[str, float]:
         m.memory("mem").write(0x10000, rng.standard_normal(steps * 64).astype(np.float32))
         m.state.zv[4][...] = rng.standard_normal(m.state.zv[4].shape).astype(np.float32).view(
             np.uint32)
-        seconds = best(lambda: m.run(program, record=False), repeats=3)
+        seconds = best(lambda: m.run(program, record=False), 3, time.process_time)
         rates[name] = len(program) / seconds
     return rates
 
@@ -107,7 +97,8 @@ def datapath_rates() -> dict[str, float]:
             a, b = ((_values(rng, n // ssize, fmt, dtype) if fmt else
                      rng.integers(0, 256, n).astype(dtype)) for _ in range(2))
             calls = max(20, 400_000 // (dim * dim))
-            seconds = best(lambda: [call(za, tsize, a, b) for _ in range(calls)])
+            seconds = best(lambda: [call(za, tsize, a, b) for _ in range(calls)], REPEATS,
+                           time.process_time)
             rates[f"{name}_svl{svl}"] = calls * dim * dim / seconds
     return rates
 

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,28 +34,18 @@ from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.ops import checked_ops  # noqa: E402
 from hwsim.tosa.reference import goldens, run_graph, run_operator  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
+from common import MLPERF_TINY, median  # noqa: E402
 
 MODELS = ROOT.parent / "shared" / "models"
 # TOSA 1.0 extensions (the generator also makes 1.1-draft int64 and microscaling tests)
 EXTENSIONS_1_0 = ("int16", "int4", "bf16", "fp8e4m3", "fp8e5m2", "doubleround", "inexactround")
-REAL = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1", "resnet8_int8": "resnet8",
-        "ad01_int8": "autoencoder"}
-
-
-def timed(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def measure(name: str, graph, x, repeat: int, import_s: float | None) -> dict:
-    whole = timed(lambda: run_graph(graph, x), repeat)
-    isolated = timed(lambda: run_graph(graph, x, isolated=True), max(3, repeat // 5))
+    whole = median(lambda: run_graph(graph, x), repeat)
+    isolated = median(lambda: run_graph(graph, x, isolated=True), max(3, repeat // 5))
     values = goldens(graph, x)
-    per_layer = timed(lambda: [run_operator(graph, op, values) for op in graph], 3)
+    per_layer = median(lambda: [run_operator(graph, op, values) for op in graph], 3)
     return {"model": name, "operators": len(graph), "macs": graph.macs,
             "param_bytes": graph.param_bytes, "import_s": import_s, "reference_s": whole,
             "reference_isolated_s": isolated, "per_layer_goldens_s": per_layer,
@@ -65,7 +54,7 @@ def measure(name: str, graph, x, repeat: int, import_s: float | None) -> dict:
 
 def models(repeat: int) -> list[dict]:
     rows = []
-    for stem, synthetic in REAL.items():
+    for stem, synthetic in MLPERF_TINY.items():
         path = MODELS / f"{stem}.tflite"
         if path.exists():
             start = time.perf_counter()
