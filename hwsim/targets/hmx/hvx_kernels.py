@@ -101,8 +101,6 @@ def fp16_clamp_twin(a, out, lo, hi):
     out[:] = np.where(np.isnan(a.view(np.float16)), FP16_NAN, y)
 
 
-
-
 @jit
 def _fp16_of_float(v):
     """A float64 (or float32) value rounded once to FP16 bits."""
@@ -209,29 +207,28 @@ def fp16_avg_pool(a, out, kh, kw, sh, sw, pad_top, pad_left):
 
 
 @jit
+def _reformat(a, out, ebits, mbits, to_ebits, to_mbits, nan):
+    """Float bits in one binary format -> another, to nearest even (exact when it widens)."""
+    for i in range(a.size):
+        cls, sign, sig, exp = unpack(a[i], ebits, mbits)
+        if cls == NAN:
+            out[i] = nan
+        elif cls == INF:
+            out[i] = (sign << (to_ebits + to_mbits)) | (((1 << to_ebits) - 1) << to_mbits)
+        else:
+            out[i] = round_pack(sign, sig, exp, False, to_ebits, to_mbits, RNE, False, False)[0]
+
+
+@jit
 def f32_to_f16(a, out):
     """FP32 bits (uint32) -> FP16 bits, to nearest even."""
-    for i in range(a.size):
-        cls, sign, sig, exp = unpack(a[i], 8, 23)
-        if cls == NAN:
-            out[i] = FP16_NAN
-        elif cls == INF:
-            out[i] = (sign << 15) | 0x7C00
-        else:
-            out[i] = round_pack(sign, sig, exp, False, 5, 10, RNE, False, False)[0]
+    _reformat(a, out, 8, 23, 5, 10, FP16_NAN)
 
 
 @jit
 def f16_to_f32(a, out):
     """FP16 bits -> FP32 bits (uint32), exactly."""
-    for i in range(a.size):
-        cls, sign, sig, exp = unpack(a[i], 5, 10)
-        if cls == NAN:
-            out[i] = FP32_NAN
-        elif cls == INF:
-            out[i] = (sign << 31) | 0x7F800000
-        else:
-            out[i] = round_pack(sign, sig, exp, False, 8, 23, RNE, False, False)[0]
+    _reformat(a, out, 5, 10, 8, 23, FP32_NAN)
 
 
 # -- numpy twins ----------------------------------------------------------------------------------
