@@ -1,12 +1,11 @@
 """The conformance plumbing: tosa-tools' generated operator tests run through hwsim's SUT."""
 
-import re
-
 import numpy as np
 import pytest
 
 from hwsim.errors import ConfigError
 from hwsim.tosa import sut
+from tests import conformance
 
 GENERATE = ["--tosa-version", "1.0", "--seed", "0", "--no-special-tests",
             "--num-rand-permutations", "1"]
@@ -22,25 +21,14 @@ SETS = [  # a handful of small tests: dot-product compliance, ULP and exact mode
 
 @pytest.fixture(scope="module")
 def tests_dir(tmp_path_factory):
-    from generator.tosa_verif_build_tests import main as build
     out = tmp_path_factory.mktemp("conformance")
-    for options in SETS:
-        build(["-o", str(out)] + GENERATE + options)
+    conformance.generate(out, GENERATE, SETS)
     return out
 
 
-def run_conformance(folder, capsys, *sut_args):
-    from runner.tosa_verif_run_tests import main as run
-    run(["-t", str(folder), "-r", "--no-color", "--xunit-file", str(folder / "result.xml"),
-         "--sut-module", "hwsim.tosa.sut", "--sut-module-args",
-         *(f"hwsim.tosa.sut:{a}" for a in sut_args or ["target=reference"])])
-    out = capsys.readouterr().out
-    line = re.search(r"Totals \(hwsim\.tosa\.sut\): (.*)", out).group(1)
-    return {name: int(n) for n, name in re.findall(r"(\d+) (\w+)", line)}, out
-
 
 def test_generated_tests_pass_through_the_reference_target(tests_dir, capsys):
-    totals, out = run_conformance(tests_dir, capsys)
+    totals, out = conformance.run(tests_dir, capsys)
     assert totals["expected_pass"] == 8 and totals["expected_failure"] == 8, out
     assert totals["unexpected_failure"] == totals["internal_error"] == 0, out
 
@@ -56,9 +44,9 @@ def test_a_registered_target_runs_and_is_judged(tests_dir, capsys):
     sut.register_target("numpy-add", numpy_add, operators={"ADD"})
     sut.register_target("off-by-one", off_by_one, operators={"ADD"})
     try:
-        totals, out = run_conformance(tests_dir, capsys, "target=numpy-add")
+        totals, out = conformance.run(tests_dir, capsys, "target=numpy-add")
         assert totals["expected_pass"] == 2 and totals["skipped"] == 14, out
-        totals, out = run_conformance(tests_dir, capsys, "target=off-by-one")
+        totals, out = conformance.run(tests_dir, capsys, "target=off-by-one")
         assert totals["unexpected_failure"] == 2, out
     finally:
         sut.TARGETS.pop("numpy-add")
