@@ -1,7 +1,6 @@
 """Whole float models on HMX through the scheduler: estimate with --check, compile and rerun,
 timing-only runs, the conformance target, and what HMX refuses."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from hwsim.tosa.builder import GraphBuilder
 from hwsim.tosa.reference import run_graph as run_reference
 from hwsim.tosa.sut import run_graph as sut_run
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+from tests.models import MODELS
 SMALL = {"resnet8": dict(width=0.5, resolution=16), "ds_cnn": dict(width=0.25, resolution=25),
          "mobilenet_v1": dict(width=0.25, resolution=32),
          "autoencoder": dict(width=0.25, resolution=64)}

@@ -2,7 +2,6 @@
 timing-only runs with the same cycles, compiled traces with the same cycles, and the four
 MLPerf Tiny int8 models from ../shared/models when present."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import hwsim
 from hwsim.schedule import compile_model, estimate
 from hwsim.tosa.models import model
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+from tests.models import MODELS
 SMALL = {"ds_cnn": dict(width=0.25, resolution=16),
          "mobilenet_v1": dict(width=0.25, resolution=24),
          "resnet8": dict(width=0.5, resolution=12),

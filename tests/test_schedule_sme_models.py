@@ -16,7 +16,7 @@ from hwsim.tosa.flatbuf import write_tosa
 from hwsim.tosa.reference import run_graph as run_reference
 from hwsim.tosa.sut import run_graph as sut_run
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+from tests.models import MODELS
 SMALL = dict(width=0.25, resolution=16)
 
 

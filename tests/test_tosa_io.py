@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from hwsim.tosa.models import model, sample_input
 from hwsim.tosa.reference import run_graph
 from hwsim.tosa.schema import tool
 
-MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+from tests.models import MODELS
 needs_models = pytest.mark.skipif(not (MODELS / "kws_ref_model.tflite").exists(),
                                   reason="MLPerf Tiny models not present in ../shared/models")
 

@@ -13,7 +13,7 @@ from hwsim.tosa.flatbuf import read_tosa, write_tosa
 from hwsim.tosa.models import MODELS, model, sample_input, softmax_int8
 from hwsim.tosa.reference import goldens, run_graph
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
+from tests.models import MODELS as SHARED
 needs_models = pytest.mark.skipif(not SHARED.is_dir(),
                                   reason="MLPerf Tiny models not present in ../shared/models")
 
