@@ -99,9 +99,13 @@ def cmd_targets(args) -> int:
         print(f"{name}: {cls.description}")
         rows = [row for row in cls.PARAMS if args.all or row.kind == "timing"]
         width = max((len(r.name) for r in cls.PARAMS), default=4)
+        valid = max((len(r.limits()) for r in rows), default=5)
         for row in rows:
-            value = f"{row.default:g}" if isinstance(row.default, float) else str(row.default)
-            print(f"  {row.name:<{width}}  {value:>12} {row.unit:<12} {row.source}")
+            value = (f"{row.default:g}" if isinstance(row.default, float) else
+                     f"{row.default:#x}" if row.valid is not None and row.valid.hex else
+                     str(row.default))
+            print(f"  {row.name:<{width}}  {value:>12} {row.unit:<10} {row.limits():<{valid}}  "
+                  f"{row.source}")
         print()
     return 0
 

@@ -12,6 +12,15 @@ class HwsimError(Exception):
     """Root of every error hwsim raises on purpose."""
 
 
+def clip(text: str, limit: int = 200) -> str:
+    """``text``, or when it is longer than ``limit`` its head and tail around a note of how much
+    was cut: an error echoes what it found, and a 1 MB trace line must not reach the terminal."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 3 // 4, limit // 8
+    return f"{text[:head]}...[{len(text) - head - tail:,} characters]...{text[len(text) - tail:]}"
+
+
 class Location:
     """Where a piece of input came from: file, line and column (1-based; 0 = unknown)."""
 
@@ -36,8 +45,8 @@ class TraceSyntaxError(HwsimError):
     """A trace or program line that cannot be read."""
 
     def __init__(self, loc: Location, message: str):
-        self.loc, self.message = loc, message
-        super().__init__(f"{loc}: {message}")
+        self.loc, self.message = loc, clip(message, 400)
+        super().__init__(f"{loc}: {self.message}")
 
 
 class EncodingError(HwsimError):

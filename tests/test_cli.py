@@ -60,6 +60,9 @@ def test_expect_mismatch_exits_1(capsys, example):
     (["--param", "clock_hz=fast"], "clock_hz = 'fast': expected float"),
     (["--target", "sme"], "contradicts"),
     (["--params", "/nonexistent.toml"], "cannot read parameter file"),
+    (["--param", "clock_hz=0"], "parameter clock_hz = 0.0: expected 1e+06..1e+11 Hz (1 MHz"),
+    (["--param", "mpy_cycles_per_vector=nan"], "= nan: expected a finite number in 0.01..1,000"),
+    (["--param", "vtcm_latency_cycles=-10"], "= -10: expected 0..10,000 cycles"),
 ])
 def test_bad_input_is_one_line_and_exits_2(capsys, example, argv, message):
     code, out, err = run(capsys, "run", example, *argv)

@@ -8,70 +8,88 @@ RISC-V processors", arXiv:1908.11263.
 
 from __future__ import annotations
 
-from hwsim.timing.params import Param, ParamTable
+from hwsim.timing.params import (ADDRESS, BANDWIDTH, CLOCK, COST, LATENCY, OCCUPANCY, Param,
+                                  ParamTable, Range)
 
 _KIB = 1 << 10
+WRITES = Range(1, 64, "a command takes at least one register write")
+# A kernel costs work / (cores x rate) cycles: 0.001 makes a 1,000-element kernel 125,000 cycles
+CORE_RATE = Range(0.001, 1024, "per core: positive; 1,024 is 30x the sdot peak of 4 MAC/cycle")
 
 PARAMS = ParamTable([
     # -- clock and memories ---------------------------------------------------------------------
-    Param("clock_hz", 370e6, "Hz", "FACTS: cluster up to 370 MHz at 0.8 V; NE16 on the same clock"),
-    Param("l1_size", 128 * _KIB, "bytes", "FACTS: L1 (TCDM) 128 KB", kind="arch", minimum=4096),
+    Param("clock_hz", 370e6, "Hz", "FACTS: cluster up to 370 MHz at 0.8 V; NE16 on the same clock",
+          valid=CLOCK),
+    Param("l1_size", 128 * _KIB, "bytes", "FACTS: L1 (TCDM) 128 KB", kind="arch",
+          valid=Range(4096, 64 << 20, "a page to 512x the 128 KB TCDM")),
     Param("l1_base", 0x10000000, "address", "PULP cluster TCDM base; GVSoC ne16_stream.cpp: "
-          "NE16 reaches L1 at 0xY000_0000-0xY001_FFFC", kind="arch"),
+          "NE16 reaches L1 at 0xY000_0000-0xY001_FFFC", kind="arch", valid=ADDRESS),
     Param("l1_banks", 16, "banks", "FACTS: 16 word-interleaved banks (GVSoC pulp_open cluster)",
-          minimum=1),
-    Param("l1_word_bytes", 4, "bytes", "ne16_package.sv: TCDM ports are 32 bit", minimum=1),
-    Param("l2_size", 1536 * _KIB, "bytes", "FACTS: L2 1.5 MB", kind="arch", minimum=4096),
+          valid=Range(1, 256, "at least one bank; 256 is 16x GAP9's")),
+    Param("l1_word_bytes", 4, "bytes", "ne16_package.sv: TCDM ports are 32 bit",
+          valid=Range(1, 64, "a byte to a 512-bit word")),
+    Param("l2_size", 1536 * _KIB, "bytes", "FACTS: L2 1.5 MB", kind="arch",
+          valid=Range(4096, 1 << 30, "a page to 1 GB")),
     Param("l2_base", 0x1C000000, "address", "assumption: the PULP SoC L2 base address",
-          kind="arch"),
+          kind="arch", valid=ADDRESS),
     Param("mram_size", 2048 * _KIB, "bytes", "FACTS: 2 MB on-chip MRAM", kind="arch",
-          minimum=4096),
+          valid=Range(4096, 1 << 30, "a page to 1 GB")),
     Param("mram_base", 0x0, "address", "assumption: MRAM is not in the cluster address map; "
-          "the DMA addresses it by offset", kind="arch"),
+          "the DMA addresses it by offset", kind="arch", valid=ADDRESS),
     # -- cluster DMA ----------------------------------------------------------------------------
-    Param("l2_bytes_per_cycle", 8.0, "B/cycle", "DORY: L2 bandwidth 8 (a model, not silicon)"),
-    Param("l2_latency_cycles", 10, "cycles", "DORY: L2 latency 10"),
-    Param("l1_dma_bytes_per_cycle", 32.0, "B/cycle", "DORY: L1 bandwidth 32"),
-    Param("l1_latency_cycles", 1, "cycles", "DORY: L1 latency 1"),
+    Param("l2_bytes_per_cycle", 8.0, "B/cycle", "DORY: L2 bandwidth 8 (a model, not silicon)",
+          valid=BANDWIDTH),
+    Param("l2_latency_cycles", 10, "cycles", "DORY: L2 latency 10", valid=LATENCY),
+    Param("l1_dma_bytes_per_cycle", 32.0, "B/cycle", "DORY: L1 bandwidth 32", valid=BANDWIDTH),
+    Param("l1_latency_cycles", 1, "cycles", "DORY: L1 latency 1", valid=LATENCY),
     Param("mram_bytes_per_cycle", 4.0, "B/cycle", "assumption: MRAM reads at half the L2 rate "
-          "(no published figure)"),
+          "(no published figure)", valid=BANDWIDTH),
     Param("mram_latency_cycles", 20, "cycles", "assumption: twice the L2 latency (non-volatile "
-          "array behind a controller)"),
+          "array behind a controller)", valid=LATENCY),
     Param("dma_channels", 16, "transfers", "assumption: the PULP cluster DMA (MCHAN) keeps up to "
-          "16 transfer ids in flight", minimum=1),
+          "16 transfer ids in flight",
+          valid=Range(1, 256, "at least one transfer in flight; 256 is 16x MCHAN's")),
     Param("dma_setup_cycles", 1, "cycles", "assumption: the DMA engine accepts one command a "
-          "cycle once programmed", minimum=0),
+          "cycle once programmed", valid=COST),
     # -- cluster controller ---------------------------------------------------------------------
-    Param("cluster_cores", 8, "cores", "FACTS: 8 workers + 1 cluster controller", minimum=1),
+    Param("cluster_cores", 8, "cores", "FACTS: 8 workers + 1 cluster controller",
+          valid=Range(1, 64, "at least one worker; 64 is 8x GAP9's")),
     Param("ctrl_reg_write_cycles", 3, "cycles", "assumption: a store through the cluster "
-          "peripheral interconnect (1 issue + ~2 interconnect)", minimum=0),
+          "peripheral interconnect (1 issue + ~2 interconnect)", valid=COST),
     Param("ctrl_reg_read_cycles", 4, "cycles", "assumption: a load from a peripheral register "
-          "(round trip through the peripheral interconnect)", minimum=0),
+          "(round trip through the peripheral interconnect)", valid=COST),
     Param("dma_writes_1d", 3, "writes", "assumption: MCHAN command queue: command word, L1 "
-          "address, external address", minimum=1),
+          "address, external address", valid=WRITES),
     Param("dma_writes_2d", 5, "writes", "assumption: 1-D command plus row stride and row length",
-          minimum=1),
+          valid=WRITES),
     Param("event_wakeup_cycles", 6, "cycles", "assumption: a core sleeping on the event unit "
-          "resumes a few cycles after the event"),
+          "resumes a few cycles after the event", valid=COST),
     Param("kernel_launch_cycles", 100, "cycles", "assumption: dispatching a kernel to 8 workers "
-          "(fork through the event unit and per-core setup)"),
-    Param("barrier_cycles", 10, "cycles", "assumption: hardware barrier in the event unit"),
+          "(fork through the event unit and per-core setup)", valid=COST),
+    Param("barrier_cycles", 10, "cycles", "assumption: hardware barrier in the event unit",
+          valid=COST),
     # -- NE16 (GVSoC ne16_fsm.cpp and ne16_stream.cpp via FACTS "NE16 timing structure") -------
     Param("ne16_products_per_cycle", 1296, "products", "FACTS: 9 columns x 9 blocks x 16 "
-          "channels of 8-bit x 1-bit products per cycle", minimum=1),
-    Param("ne16_port_bytes_per_cycle", 36.0, "B/cycle", "FACTS: 9 x 32-bit TCDM ports"),
-    Param("ne16_start_cycles", 1, "cycles", "GVSoC ne16.cpp: the job starts 1 cycle after commit"),
+          "channels of 8-bit x 1-bit products per cycle",
+          valid=Range(8, 1 << 20, "at least one 8-bit MAC (8 bit-serial products) per cycle")),
+    Param("ne16_port_bytes_per_cycle", 36.0, "B/cycle", "FACTS: 9 x 32-bit TCDM ports",
+          valid=BANDWIDTH),
+    Param("ne16_start_cycles", 1, "cycles", "GVSoC ne16.cpp: the job starts 1 cycle after commit",
+          valid=COST),
     Param("ne16_access_cycles", 1, "cycles", "FACTS: each streamer access costs the worst TCDM "
-          "latency + 1; the latency is the contention priced separately", minimum=1),
-    Param("ne16_load_enter_cycles", 6, "cycles", "FACTS/GVSoC: +6 entering load"),
-    Param("ne16_mv_enter_3x3_cycles", 6, "cycles", "FACTS/GVSoC: +6 entering matrix-vector (3x3)"),
+          "latency + 1; the latency is the contention priced separately", valid=OCCUPANCY),
+    Param("ne16_load_enter_cycles", 6, "cycles", "FACTS/GVSoC: +6 entering load", valid=COST),
+    Param("ne16_mv_enter_3x3_cycles", 6, "cycles", "FACTS/GVSoC: +6 entering matrix-vector (3x3)",
+          valid=COST),
     Param("ne16_mv_enter_1x1_cycles", 10, "cycles", "FACTS/GVSoC: +10 entering matrix-vector "
-          "(1x1 and linear)"),
-    Param("ne16_dw_first_cycles", 22, "cycles", "FACTS/GVSoC: +22 at the first depthwise channel"),
+          "(1x1 and linear)", valid=COST),
+    Param("ne16_dw_first_cycles", 22, "cycles", "FACTS/GVSoC: +22 at the first depthwise channel",
+          valid=COST),
     Param("ne16_mv_exit_cycles", 6, "cycles", "FACTS/GVSoC: +6 leaving matrix-vector (not "
-          "depthwise)"),
-    Param("ne16_end_cycles", 1, "cycles", "GVSoC ne16_fsm.cpp: END state latency 1"),
-    Param("ne16_1x1_slots", 9, "accesses", "FACTS/GVSoC: 1x1 load and streamout padded to 9 slots"),
+          "depthwise)", valid=COST),
+    Param("ne16_end_cycles", 1, "cycles", "GVSoC ne16_fsm.cpp: END state latency 1", valid=COST),
+    Param("ne16_1x1_slots", 9, "accesses", "FACTS/GVSoC: 1x1 load and streamout padded to 9 slots",
+          valid=Range(1, 64, "at least one access; 64 is 7x the 9 ports")),
     Param("ne16_timeline", "state", "", "assumption: 'state' runs one engine op per controller "
           "state (the GVSoC timeline); 'job' one op per job costing the same states added up, "
           "with L1 contention priced over the whole job (fewer events, for model estimates)",
@@ -84,25 +102,28 @@ PARAMS = ParamTable([
           "its rounding term; 'config0' applies ne16_ctrl.sv's use_rounding = ~CONFIG0[11]",
           kind="arch", choices=("none", "config0")),
     # -- cluster kernels (per core; see kernels.py for what each counts) -------------------------
-    Param("cluster_peak_macs_per_cycle", 32.0, "MAC/cycle", "FACTS: 8 cores x 4 int8 MAC (sdot)"),
+    Param("cluster_peak_macs_per_cycle", 32.0, "MAC/cycle", "FACTS: 8 cores x 4 int8 MAC (sdot)",
+          valid=Range(0.01, 65536, "positive; 65,536 is 2,000x GAP9's")),
     Param("conv_macs_per_cycle_per_core", 1.94, "MAC/cycle", "PULP-NN: 15.5 MAC/cycle on 8 "
-          "cores for int8 convolution"),
+          "cores for int8 convolution", valid=CORE_RATE),
     Param("depthwise_macs_per_cycle_per_core", 0.5, "MAC/cycle", "assumption: no input-channel "
-          "reuse for SIMD sdot; about a quarter of the standard-convolution rate"),
+          "reuse for SIMD sdot; about a quarter of the standard-convolution rate",
+          valid=CORE_RATE),
     Param("pool_elements_per_cycle_per_core", 1.0, "elem/cycle", "assumption: one load and one "
-          "add or compare per window element"),
+          "add or compare per window element", valid=CORE_RATE),
     Param("eltwise_elements_per_cycle_per_core", 0.5, "elem/cycle", "assumption: two loads, a "
-          "multiply-shift per input rescale and a store per element"),
+          "multiply-shift per input rescale and a store per element", valid=CORE_RATE),
     Param("rescale_elements_per_cycle_per_core", 0.5, "elem/cycle", "assumption: load, 32x32 "
-          "multiply, add, shift, clamp, store"),
+          "multiply, add, shift, clamp, store", valid=CORE_RATE),
     Param("table_elements_per_cycle_per_core", 0.5, "elem/cycle", "assumption: load, indexed "
-          "load, store (int8); int16 adds the interpolation at half that rate"),
+          "load, store (int8); int16 adds the interpolation at half that rate", valid=CORE_RATE),
     Param("softmax_elements_per_cycle_per_core", 0.1, "elem/cycle", "assumption: max, exp "
-          "lookup, sum, reciprocal and multiply passes, ~10 cycles per element"),
+          "lookup, sum, reciprocal and multiply passes, ~10 cycles per element", valid=CORE_RATE),
     Param("reduce_elements_per_cycle_per_core", 1.0, "elem/cycle", "assumption: one load and "
-          "one add or compare per element"),
+          "one add or compare per element", valid=CORE_RATE),
     Param("copy_bytes_per_cycle_per_core", 2.0, "B/cycle", "assumption: a 32-bit load and store "
-          "every 2 cycles"),
+          "every 2 cycles", valid=CORE_RATE),
     Param("core_contention_window_cycles", 4096, "cycles", "assumption: cycles of the core "
-          "bank-conflict simulation before extrapolating its steady rate", minimum=16),
+          "bank-conflict simulation before extrapolating its steady rate",
+          valid=Range(16, 1 << 20, "16 cycles to a million cycles of conflicts simulated")),
 ])
