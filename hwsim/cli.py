@@ -1,22 +1,35 @@
 """The ``hwsim`` command.
 
 Exit status: 0 success, 1 an ``.expect`` mismatch, 2 bad input (one line on stderr; ``--debug``
-shows the traceback).
+shows the traceback), 3 an internal error (a bug: one line asking for a report with ``--debug``),
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM). Interrupted or terminated, hwsim removes the
+temporary files of the outputs it was writing. The heavy modules are imported inside ``main`` so
+that Ctrl-C during start-up is handled too.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 import hwsim
-from hwsim.errors import ConfigError, HwsimError
+from hwsim.errors import ConfigError, HwsimError, clip
 from hwsim.targets import machine_class, targets
-from hwsim.timing.params import parse_assignment, read_toml
-from hwsim.traces.reader import read_trace
+
+INTERNAL_ERROR = 3
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that it unwinds (and cleans up) as on Ctrl-C."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
 
 
 class Progress:
@@ -45,6 +58,7 @@ class Progress:
 
 
 def param_overrides(args) -> dict[str, str]:
+    from hwsim.timing.params import parse_assignment, read_toml
     overrides: dict[str, object] = read_toml(args.params) if args.params else {}
     for text in args.param or ():
         key, value = parse_assignment(text)
@@ -62,6 +76,13 @@ def split_overrides(cls, overrides: dict) -> tuple[dict, dict]:
 
 
 def cmd_run(args) -> int:
+    from hwsim.traces.files import check_output
+    from hwsim.traces.reader import read_trace
+    if args.target:
+        machine_class(args.target)                      # an unknown name, before the trace
+    for option in ("json", "timeline"):
+        if getattr(args, option):
+            check_output(getattr(args, option), f"--{option}")
     trace = read_trace(Path(args.trace)) if Path(args.trace).exists() else None
     if trace is None:
         raise HwsimError(f"{args.trace}: no such trace file")
@@ -144,18 +165,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not args.command:
-        parser.print_help()
-        return 2
+    args = None
     try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:                          # not the main thread: leave SIGTERM alone
+        previous = None
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not args.command:
+            parser.print_help()
+            return 2
+        if args.debug:
+            logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
         return args.func(args)
     except HwsimError as exc:
-        if args.debug:
+        if args is not None and args.debug:
             raise
-        print(f"hwsim: error: {exc}", file=sys.stderr)
+        print(f"hwsim: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("hwsim: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("hwsim: interrupted", file=sys.stderr)
         return 130
@@ -163,6 +194,20 @@ def main(argv: list[str] | None = None) -> int:
         # the reader of our output went away (e.g. `hwsim inspect ... | head`): not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:
+        if args is not None and args.debug:
+            raise
+        print(f"hwsim: internal error: {type(exc).__name__}: {_one_line(exc)} (a bug in hwsim; "
+              "please report it with the output of the same command run with --debug)",
+              file=sys.stderr)
+        return INTERNAL_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _one_line(exc: Exception) -> str:
+    return clip(" ".join(str(exc).split()), 1000)
 
 
 if __name__ == "__main__":

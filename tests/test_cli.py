@@ -129,7 +129,7 @@ def test_python_api_state_persists_across_runs(example):
     assert np.array_equal(m.memory("vtcm").read(0x1800, 2048), out)
     with pytest.raises(ConfigError, match="no memory space 'dram'"):
         m.memory("dram")
-    with pytest.raises(ConfigError, match="unknown machine"):
+    with pytest.raises(ConfigError, match="unknown target"):
         hwsim.machine("tpu")
 
 

@@ -80,11 +80,15 @@ def _prepare(args):
 def cmd_estimate(args) -> int:
     from hwsim.cli import Progress
     from hwsim.schedule import estimate
-    from hwsim.traces.files import atomic_write_text
-    graph, inputs, params = _prepare(args)
+    from hwsim.traces.files import atomic_write_text, check_output
+    for option, path in (("-o", args.output), ("--timeline", args.timeline),
+                         ("--plot", args.plot)):
+        if path:
+            check_output(path, option)
     if args.plot:
-        from hwsim.schedule.plot import require
-        require()
+        from hwsim.schedule.plot import check_format
+        check_format(args.plot)
+    graph, inputs, params = _prepare(args)
     progress = Progress(f"hwsim estimate {args.model}")
     try:
         report = estimate(graph, args.target, mode=args.mode, weight_bits=args.weight_bits,
@@ -94,7 +98,7 @@ def cmd_estimate(args) -> int:
         progress.close()
     text = {"table": report.table, "json": report.json, "csv": report.csv}[args.report]()
     if args.output:
-        atomic_write_text(args.output, text)
+        atomic_write_text(args.output, text, "-o")
         print(report.table().splitlines()[0])
     else:
         sys.stdout.write(text)
@@ -117,6 +121,11 @@ def cmd_estimate(args) -> int:
 
 def cmd_compile(args) -> int:
     from hwsim.schedule import compile_model
+    from hwsim.traces.files import STANDARD_OUTPUT, check_output
+    if args.output in STANDARD_OUTPUT:
+        raise ConfigError("compile -o: expected a file (its data files go beside it), found "
+                          f"{args.output}")
+    check_output(args.output, "-o")
     start = time.perf_counter()
     graph, inputs, params = _prepare(args)
     path = compile_model(graph, args.output, args.target, mode=args.mode,

@@ -10,6 +10,8 @@ memory bandwidth roofs (``Lowering.roofs``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hwsim.errors import ConfigError
 
 COLOURS = {"compute": "#3b75af", "movement": "#ef8636", "other": "#9c9c9c"}
@@ -23,6 +25,19 @@ def require():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def check_format(path) -> str:
+    """The image format ``path``'s suffix names, refused before any work when matplotlib
+    cannot write it."""
+    require()
+    from matplotlib.backend_bases import FigureCanvasBase
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(str(path)).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise ConfigError(f"--plot {path}: expected a file name ending in one of "
+                          f"{', '.join('.' + f for f in sorted(formats))}")
+    return suffix
 
 
 def plot(report, path, roofs: dict | None = None) -> None:
@@ -41,8 +56,8 @@ def plot(report, path, roofs: dict | None = None) -> None:
     fig.suptitle(report.table().splitlines()[0], fontsize=9)
     fig.tight_layout()
     from hwsim.traces.files import atomic_open
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, dpi=120, format=str(path).rsplit(".", 1)[-1] or "png")
+    with atomic_open(path, "wb", "--plot") as fh:
+        fig.savefig(fh, dpi=120, format=check_format(path))
     plt.close(fig)
 
 

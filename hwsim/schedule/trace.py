@@ -34,7 +34,6 @@ def write_trace(path: Path, low, options, model: str, layers: list, lowered, fee
                 expected: dict | None, params: dict) -> Path:
     path = path if path.suffix == ".trace" else path.with_suffix(".trace")
     folder, stem = path.parent, path.stem
-    folder.mkdir(parents=True, exist_ok=True)
     head = [f"// {model} lowered for {low.target} by hwsim compile: {options.mode} mode, "
             f"{options.weight_bits}-bit weights, {len(layers)} layers, "
             f"{len(lowered.program)} instructions",

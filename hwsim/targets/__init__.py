@@ -22,7 +22,7 @@ def machine_class(name: str):
     try:
         module, _, cls = MACHINES[name].partition(":")
     except KeyError:
-        raise ConfigError(f"unknown machine {name!r}; expected one of "
+        raise ConfigError(f"unknown target {name!r}; expected one of "
                           f"{', '.join(MACHINES) or '(none)'}") from None
     return getattr(importlib.import_module(module), cls)
 

@@ -11,7 +11,7 @@ import argparse
 import json
 from collections import Counter
 
-from hwsim.traces.files import atomic_write_text
+from hwsim.traces.files import atomic_write_text, check_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_import(args) -> int:
     from hwsim.tosa.loaders import load_graph, save_graph
+    check_output(args.output, "-o")
     graph = load_graph(args.model, batch=args.batch)
-    save_graph(graph, args.output)
+    save_graph(graph, args.output, "-o")
     print(f"{args.output}: {_headline(graph)}")
     return 0
 
@@ -64,6 +65,8 @@ def layer_rows(graph) -> list[dict]:
 
 def cmd_inspect(args) -> int:
     from hwsim.tosa.loaders import load_graph
+    if args.json:
+        check_output(args.json, "--json")
     graph = load_graph(args.model, batch=args.batch)
     rows = layer_rows(graph)
     print(f"{args.model}: {_headline(graph)}")
@@ -80,5 +83,5 @@ def cmd_inspect(args) -> int:
     if args.json:
         summary = {"model": str(args.model), "operators": len(graph), "macs": graph.macs,
                    "param_bytes": graph.param_bytes, "layers": rows}
-        atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n")
+        atomic_write_text(args.json, json.dumps(summary, indent=1) + "\n", "--json")
     return 0

@@ -79,9 +79,9 @@ FOLDABLE = {
 }
 
 
-def save_graph(graph: Graph, path: "str | Path") -> None:
+def save_graph(graph: Graph, path: "str | Path", what: str = "output") -> None:
     """Write ``graph`` as a ``.tosa`` flatbuffer (atomically)."""
-    atomic_write_bytes(path, write_tosa(graph))
+    atomic_write_bytes(path, write_tosa(graph), what)
 
 
 def _read(model) -> tuple[bytes, str]:
