@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from hwsim.errors import EncodingError, Location, TraceSyntaxError
 from hwsim.isa import ne16
-from hwsim.traces.reader import Token, parse_int, tokens
+from hwsim.traces.reader import Token, parse_int, tokens, unknown_directive
 
 DTYPES = ("i8", "u8", "i16", "u16", "i32")
 SPACES = ("l1", "l2", "mram")
@@ -220,6 +220,8 @@ def parse_line(text: str, loc: Location):
     # tokens() numbers columns from the stripped text; shift them to the line's
     toks = [Token(t.text, loc.at(loc.column + t.loc.column - 1)) for t in toks]
     op = toks[0].text.lower()
+    if op.startswith("."):
+        raise unknown_directive(toks[0].text, toks[0].loc)
     if op == "dma":
         return _parse_dma(toks, loc)
     if op == "ne16":

@@ -28,8 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hwsim.errors import EncodingError, Location, ProgramError, TraceSyntaxError
+from hwsim.errors import EncodingError, Location, ProgramError, TraceSyntaxError, clip
 from hwsim.isa.fields import Field, Reserved, Word
+from hwsim.traces.reader import unknown_directive
 
 CROUTON_BYTES = 2048  # 32 spatials x 32 channels x FP16 (Figure 2)
 VECTOR_BYTES = 128  # one VTCM/HVX vector (Figures 4, 7, 13)
@@ -225,16 +226,26 @@ _BINARY = {"|": (1, int.__or__), "^": (2, int.__xor__), "&": (3, int.__and__),
 _SUFFIXES = {"", "u", "l", "ul", "lu", "ll", "ull", "llu"}
 
 
+def _fits(value: int, loc: Location) -> int:
+    """``value`` when it fits in 64 bits (the widest C type): no expression of a trace needs
+    more, and unbounded Python integers would let ``1 << 10**9`` exhaust the memory."""
+    if not -(1 << 64) < value < 1 << 64:
+        raise TraceSyntaxError(loc, f"value {clip(str(value), 30)} does not fit in 64 bits")
+    return value
+
+
 def _literal(text: str, suffix: str, loc: Location) -> int:
     if suffix.lower() not in _SUFFIXES:
         raise TraceSyntaxError(loc, f"integer suffix {suffix!r}: expected u, l, ul or ull")
+    if len(text) > 66:                          # 0b and 64 binary digits
+        raise TraceSyntaxError(loc, f"integer {clip(text, 30)} does not fit in 64 bits")
     if text[:2].lower() in ("0x", "0b"):
-        return int(text, 0)
+        return _fits(int(text, 0), loc)
     if len(text) > 1 and text[0] == "0":
         if not set(text) <= set("01234567"):
             raise TraceSyntaxError(loc, f"octal literal {text!r} has a digit above 7")
-        return int(text, 8)
-    return int(text)
+        return _fits(int(text, 8), loc)
+    return _fits(int(text), loc)
 
 
 class _Tokens:
@@ -289,9 +300,10 @@ def _expression(tokens: _Tokens, min_prec: int = 1) -> int:
         right = _expression(tokens, prec + 1)
         if op in ("/", "%") and right == 0:
             raise TraceSyntaxError(tokens.loc.at(col), "division by zero")
-        if op in ("<<", ">>") and right < 0:
-            raise TraceSyntaxError(tokens.loc.at(col), f"shift by a negative count {right}")
-        value = fn(value, right)
+        if op in ("<<", ">>") and not 0 <= right < 64:
+            raise TraceSyntaxError(tokens.loc.at(col), f"shift count: expected 0..63, "
+                                                       f"found {right}")
+        value = _fits(fn(value, right), tokens.loc.at(col))
 
 
 def _unary(tokens: _Tokens) -> int:
@@ -454,6 +466,8 @@ def parse_program(lines: list[tuple[str, Location]], specs: dict[str, Spec] = SP
     items = []
     cache: dict = {}
     for text, loc in lines:
+        if text.startswith("."):
+            raise unknown_directive(text.split()[0], loc)
         usr = parse_usr(text, loc)
         if usr is not None:
             items.append(usr)

@@ -38,6 +38,7 @@ from typing import Callable
 
 from hwsim.errors import EncodingError, HwsimError, Location, TraceSyntaxError
 from hwsim.isa.fields import Const, Field, Word
+from hwsim.traces.reader import unknown_directive
 
 # -- operand kinds ------------------------------------------------------------------------------
 
@@ -658,6 +659,9 @@ def parse_line(text: str, loc: Location | None = None) -> list[Instruction]:
     loc = loc or Location("<asm>", 1, 1)
     stripped = text.strip()
     lead = len(text) - len(text.lstrip())
+    if stripped.startswith(".") and stripped.split()[0].lower() != ".inst":
+        raise unknown_directive(stripped.split()[0], loc.at(loc.column + lead) if loc.line
+                                else loc, (".inst",))
     try:
         parsed = _parse(stripped.lower())
     except _LineError as err:

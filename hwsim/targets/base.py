@@ -19,6 +19,7 @@ same cost.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -29,7 +30,7 @@ from hwsim.memory.space import AddressSpace
 from hwsim.timing.engine import Engine, Op
 from hwsim.timing.params import ParamSet, ParamTable
 from hwsim.timing.stats import Result, collect
-from hwsim.traces.files import load_bytes, store_bytes
+from hwsim.traces.files import check_output, load_bytes, store_bytes
 from hwsim.traces.reader import Directive, Trace, read_trace
 
 # Peak bandwidth is reported over aligned windows of this many cycles: long enough to average out
@@ -143,7 +144,7 @@ class Machine:
                 raise TraceSyntaxError(d.args[3].loc, f"BYTE: expected 0..255, found {value}")
             space, addr = self._range(d, nbytes)
             return lambda: space.fill(addr, nbytes, value)
-        data = _read_file(d.args[2], base, ".load")
+        data = self._read_file(d, d.args[2], base)
         space, addr = self._range(d, data.size)
         return lambda: space.write(addr, data)
 
@@ -152,20 +153,42 @@ class Machine:
             nbytes = d.args[2].integer("NBYTES")
             space, addr = self._range(d, nbytes)
             path = base / d.args[3].text
+            try:
+                check_output(path, ".store")
+            except HwsimError as exc:
+                raise TraceSyntaxError(d.args[3].loc, str(exc)) from None
             return lambda: store_bytes(path, space.read(addr, nbytes))
-        expected = _read_file(d.args[2], base, ".expect")
-        space, addr = self._range(d, expected.size)
+        file = d.args[-1]
+        expected = self._read_file(d, file, base)
+        # with NBYTES, the region's size is given and a file of another size is a mismatch
+        nbytes = d.args[2].integer("NBYTES") if len(d.args) == 4 else expected.size
+        space, addr = self._range(d, nbytes)
+        where = f"{d.loc}: .expect {space.name}:{addr:#x} {file.text}"
 
         def check() -> str | None:
-            found = space.read(addr, expected.size)
+            if expected.size != nbytes:
+                return (f"{where}: the file holds {expected.size:,} bytes, the region "
+                        f"{nbytes:,}")
+            found = space.read(addr, nbytes)
             differ = np.flatnonzero(found != expected)
             if differ.size == 0:
                 return None
             i = int(differ[0])
-            return (f"{d.loc}: .expect {space.name}:{addr:#x} {d.args[2].text}: "
-                    f"{differ.size} of {expected.size} bytes differ; first at {addr + i:#x}: "
-                    f"expected {expected[i]:#04x}, found {found[i]:#04x}")
+            return (f"{where}: {differ.size} of {expected.size} bytes differ; first at "
+                    f"{addr + i:#x}: expected {expected[i]:#04x}, found {found[i]:#04x}")
         return check
+
+    def _read_file(self, d: Directive, token, base: Path) -> np.ndarray:
+        """The bytes of a ``.load``/``.expect`` file, refused before reading when they cannot
+        fit between the directive's address and the end of its space."""
+        space, addr = self._space(d.args[0]), d.args[1].integer("address")
+        path = base / token.text
+        if not os.path.lexists(path):
+            raise TraceSyntaxError(token.loc, f"{d.name}: no such file {path}")
+        try:
+            return load_bytes(path, d.name, limit=max(0, space.end - addr))
+        except HwsimError as exc:
+            raise TraceSyntaxError(token.loc, str(exc)) from None
 
 
 def _numbered(program: list, engine: Engine) -> Iterator:
@@ -173,13 +196,3 @@ def _numbered(program: list, engine: Engine) -> Iterator:
     for index, instr in enumerate(program):
         engine.tag = index
         yield instr
-
-
-def _read_file(token, base: Path, what: str) -> np.ndarray:
-    path = base / token.text
-    if not path.is_file():
-        raise TraceSyntaxError(token.loc, f"{what}: no such file {path}")
-    try:
-        return load_bytes(path, what)
-    except HwsimError as exc:
-        raise TraceSyntaxError(token.loc, str(exc)) from None

@@ -12,21 +12,24 @@ with ``.`` are directives; every other line is an instruction in the target mach
 ``.fill SPACE ADDR NBYTES BYTE``        set NBYTES bytes to BYTE before the run
 ``.store SPACE ADDR NBYTES FILE``       after the run, write memory to FILE (``.npy``: a uint8
                                         array; anything else: raw bytes)
-``.expect SPACE ADDR FILE``             after the run, compare memory with FILE's bytes
+``.expect SPACE ADDR [NBYTES] FILE``    after the run, compare memory with FILE's bytes (with
+                                        NBYTES, a file of another size is a mismatch too)
 =====================================  ==========================================================
 
 Setup directives (``.target``, ``.param``, ``.load``, ``.fill``) come before the first
 instruction. Paths are relative to the trace file. Numbers are C literals (``0x800``, ``-4``,
-``0b1100``). Errors carry file:line:column.
+``0b1100``). Errors carry file:line:column. Other lines starting with ``.`` go to the machine
+(e.g. SME's ``.inst``); one that is neither is an unknown directive, with the nearest name.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hwsim.errors import Location, TraceSyntaxError
+from hwsim.errors import Location, TraceSyntaxError, clip
 
 _TOKEN = re.compile(r'"([^"]*)"|(\S+)')
 _COMMENT = re.compile(r"//|(?:^|(?<=\s))#(?=\s|$)")
@@ -34,7 +37,8 @@ SETUP = {".target", ".param", ".load", ".fill"}
 AFTER = {".store", ".expect"}
 _ARITY = {".target": ("NAME",), ".param": ("KEY", "VALUE"),
           ".load": ("SPACE", "ADDR", "FILE"), ".fill": ("SPACE", "ADDR", "NBYTES", "BYTE"),
-          ".store": ("SPACE", "ADDR", "NBYTES", "FILE"), ".expect": ("SPACE", "ADDR", "FILE")}
+          ".store": ("SPACE", "ADDR", "NBYTES", "FILE"),
+          ".expect": ("SPACE", "ADDR", "[NBYTES]", "FILE")}
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,15 @@ def parse_int(text: str, loc: Location, what: str) -> int:
     except ValueError:
         raise TraceSyntaxError(loc, f"{what}: expected an integer (e.g. 42, 0x2a, -8), "
                                     f"found {text!r}") from None
+
+
+def unknown_directive(word: str, loc: Location, machine: tuple[str, ...] = ()) -> TraceSyntaxError:
+    """The error for a ``.word`` that is no directive, naming the nearest one (``machine``: the
+    directives the machine adds to the trace format's own)."""
+    names = [*_ARITY, *machine]
+    close = difflib.get_close_matches(word.lower(), names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else f"; expected one of {', '.join(names)}"
+    return TraceSyntaxError(loc, f"unknown directive {word}{hint}")
 
 
 def strip_comment(text: str) -> str:
@@ -115,16 +128,21 @@ def parse_trace(text: str, source: str = "<trace>", base_dir: Path | None = None
         toks = tokens(code, Location(source, number))
         name = toks[0].text.lower()
         if name not in _ARITY:
+            if difflib.get_close_matches(name, _ARITY, n=1, cutoff=0.6):
+                raise unknown_directive(toks[0].text, loc)      # a typo of one of ours
             trace.lines.append((stripped, loc))  # a machine directive such as ``.inst``
             continue
         args, want = toks[1:], _ARITY[name]
-        if len(args) != len(want):
-            raise TraceSyntaxError(loc, f"{name} takes {len(want)} arguments "
+        optional = sum(w.startswith("[") for w in want)
+        if not len(want) - optional <= len(args) <= len(want):
+            count = f"{len(want) - optional} or {len(want)}" if optional else len(want)
+            raise TraceSyntaxError(loc, f"{name} takes {count} arguments "
                                         f"({' '.join(want)}), found {len(args)}")
         directive = Directive(name, args, loc)
         if name in SETUP and trace.lines:
+            first, where = trace.lines[0]
             raise TraceSyntaxError(loc, f"{name} must come before the first instruction "
-                                        f"(line {trace.lines[0][1].line})")
+                                        f"(line {where.line}: {clip(first, 40)})")
         if name == ".target":
             if trace.target is not None and trace.target.text != args[0].text:
                 raise TraceSyntaxError(loc, f".target {args[0].text} contradicts .target "
