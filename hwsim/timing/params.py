@@ -237,6 +237,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             return _flatten(tomllib.load(fh))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read parameter file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (at byte offset {exc.start}): TOML files "
+                          "are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 

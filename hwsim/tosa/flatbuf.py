@@ -116,8 +116,9 @@ def read_tosa(data: bytes, source: str = "<bytes>", batch: int | None = None) ->
         if root.RegionsLength() != 1 or root.Regions(0).BlocksLength() != 1:
             raise TosaError(source, "several regions or blocks (control flow is not supported)")
         return _read_block(root.Regions(0).Blocks(0), source, batch)
-    except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:   # truncated
-        raise TosaError(source, f"corrupt flatbuffer: {exc}") from None
+    except (IndexError, ValueError, UnicodeDecodeError, struct.error,    # truncated or corrupt:
+            AttributeError, TypeError, KeyError, OverflowError) as exc:   # offsets gone astray
+        raise TosaError(source, f"corrupt flatbuffer: {type(exc).__name__}: {exc}") from None
 
 
 def _read_block(block, source: str, batch: int | None) -> Graph:

@@ -4,16 +4,24 @@ The format is recognised by content, not by file name: a ``TOSA`` flatbuffer ide
 ``TFL3`` TFLite identifier, the MLIR bytecode magic ``ML\\xefR``, or MLIR text. MLIR becomes a
 flatbuffer through ``tosa-opt --tosa-serialize=tosa-flatbuffer-filename=OUT`` (shipped with
 tosa-tools); a ``.tflite`` model becomes TOSA MLIR bytecode through tosa-converter-for-tflite
-(in-process) first. Converters keep the dynamic batch of the MLPerf Tiny models (``?`` in MLIR,
+first. Converters keep the dynamic batch of the MLPerf Tiny models (``?`` in MLIR,
 -1 in the flatbuffer); it is fixed to ``batch`` (default 1) when the graph is built, including
 the ``-1`` entries of RESHAPE shapes and SLICE sizes that depend on it. RESHAPE/TRANSPOSE of
 constants are folded into constants. Everything runs locally, without a cache or network access.
+
+Both converters run in child processes, so that a crash on a corrupt file (the .tflite converter
+segfaults on some) is a one-line error; their own messages (absl warnings, MLIR diagnostics) are
+logged at debug level (``hwsim --debug``), an ``error:`` among them fails the import with its
+text, and their temporary files go whatever happens.
 """
 
 from __future__ import annotations
 
-import io
+import importlib.util
+import logging
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -26,6 +34,10 @@ from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.schema import tool
 
 MLIR_BYTECODE = b"ML\xefR"
+MAX_BATCH = 65536           # beyond it a model's activations fit no simulated memory
+CONVERT_TIMEOUT_S = 600     # a conversion of any MLPerf Tiny model takes about a second
+
+log = logging.getLogger(__name__)
 
 
 def model_format(data: bytes, source: str = "model") -> str:
@@ -44,6 +56,8 @@ def model_format(data: bytes, source: str = "model") -> str:
 
 def load_graph(model: "str | Path | bytes", batch: int = 1) -> Graph:
     """A validated graph from a model file (or its bytes); a dynamic batch becomes ``batch``."""
+    if not 1 <= batch <= MAX_BATCH:
+        raise ConfigError(f"batch: expected 1..{MAX_BATCH:,}, found {batch}")
     data, source = _read(model)
     kind = model_format(data, source)
     if kind == "tflite":
@@ -94,24 +108,29 @@ def _read(model) -> tuple[bytes, str]:
         raise HwsimError(f"{path}: cannot read model: {exc.strerror}") from None
 
 
-def tflite_to_mlir(data: bytes, source: str = "<tflite>") -> bytes:
-    """TOSA MLIR bytecode for a ``.tflite`` model (tosa-converter-for-tflite)."""
+# The converter, run by the child process: a Python error becomes one "error:" line
+_CONVERTER = """
+import sys
+from tosa_converter_for_tflite import TosaConverterOutputFormat, tflite_flatbuffer_to_tosa_mlir
+with open(sys.argv[2], "wb") as out:
     try:
-        from tosa_converter_for_tflite import (TosaConverterOutputFormat,
-                                               tflite_flatbuffer_to_tosa_mlir)
-    except ImportError:
+        tflite_flatbuffer_to_tosa_mlir(sys.argv[1], out, TosaConverterOutputFormat.Bytecode)
+    except Exception as exc:
+        sys.exit(f"error: {exc}")
+"""
+
+
+def tflite_to_mlir(data: bytes, source: str = "<tflite>") -> bytes:
+    """TOSA MLIR bytecode for a ``.tflite`` model (tosa-converter-for-tflite, in a child)."""
+    if importlib.util.find_spec("tosa_converter_for_tflite") is None:
         raise ConfigError("importing .tflite models needs tosa-converter-for-tflite "
-                          "(pip install 'hwsim[tflite]')") from None
-    sink = io.BytesIO()
+                          "(pip install 'hwsim[tflite]')")
     with tempfile.TemporaryDirectory(prefix="hwsim-import-") as tmp:
-        model = Path(tmp) / "model.tflite"
+        model, out = Path(tmp) / "model.tflite", Path(tmp) / "model.mlirbc"
         model.write_bytes(data)
-        try:
-            tflite_flatbuffer_to_tosa_mlir(str(model), sink, TosaConverterOutputFormat.Bytecode)
-        except Exception as exc:        # the converter raises plain RuntimeErrors
-            raise TosaError(source, f"tosa-converter-for-tflite failed: {_first_line(exc)}") \
-                from None
-    return sink.getvalue()
+        _convert([sys.executable, "-c", _CONVERTER, str(model), str(out)],
+                 "tosa-converter-for-tflite", source, tmp)
+        return out.read_bytes()
 
 
 def mlir_to_tosa(data: bytes, source: str = "<mlir>") -> bytes:
@@ -121,13 +140,29 @@ def mlir_to_tosa(data: bytes, source: str = "<mlir>") -> bytes:
         mlir.write_bytes(data)
         cmd = [str(tool("tosa-opt")), str(mlir),
                f"--tosa-serialize=tosa-flatbuffer-filename={out}", "-o", str(Path(tmp) / "out")]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0 or not out.exists():
-            raise TosaError(source, f"tosa-opt --tosa-serialize failed: "
-                                    f"{_first_line(done.stderr or done.stdout)}")
+        _convert(cmd, "tosa-opt --tosa-serialize", source, tmp)
+        if not out.exists():
+            raise TosaError(source, "tosa-opt --tosa-serialize wrote no flatbuffer")
         return out.read_bytes()
 
 
-def _first_line(text) -> str:
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0] if lines else "(no message)"
+def _convert(cmd: list[str], name: str, source: str, folder: str) -> None:
+    """Run a converter; its messages go to the debug log, its failure (a crash, an exit status,
+    or an ``error:`` it printed and went on after) is a ``TosaError`` with the reason."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                              timeout=CONVERT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise TosaError(source, f"{name} did not finish in {CONVERT_TIMEOUT_S} s") from None
+    lines = [line.replace(folder + "/", "").strip() for line in
+             (done.stderr + done.stdout).splitlines() if line.strip()]
+    for line in lines:
+        log.debug("%s: %s", name, line)
+    if done.returncode < 0:
+        number = -done.returncode
+        crash = signal.Signals(number).name if number in signal.valid_signals() else number
+        raise TosaError(source, f"{name} crashed ({crash}); the model file is probably corrupt")
+    errors = [line.split("error:", 1)[1].strip() for line in lines if "error:" in line]
+    if done.returncode != 0 or errors:
+        reason = errors[0] if errors else lines[0] if lines else f"exit status {done.returncode}"
+        raise TosaError(source, f"{name} failed: {reason}")
