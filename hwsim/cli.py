@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        if args.debug:
-            logging.basicConfig(level=logging.DEBUG, format="%(name)s: %(message)s")
+        if args.debug:         # hwsim's own debug messages (e.g. the converters' output)
+            _debug_log()
         return args.func(args)
     except HwsimError as exc:
         if args is not None and args.debug:
@@ -204,6 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _debug_log() -> None:
+    logger = logging.getLogger("hwsim")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
 
 
 def _one_line(exc: Exception) -> str:

@@ -7,9 +7,7 @@ prints ``str(error)`` and exits with status 2; ``--debug`` shows the traceback i
 
 from __future__ import annotations
 
-
-class HwsimError(Exception):
-    """Root of every error hwsim raises on purpose."""
+MESSAGE_LIMIT = 600
 
 
 def clip(text: str, limit: int = 200) -> str:
@@ -19,6 +17,15 @@ def clip(text: str, limit: int = 200) -> str:
         return text
     head, tail = limit * 3 // 4, limit // 8
     return f"{text[:head]}...[{len(text) - head - tail:,} characters]...{text[len(text) - tail:]}"
+
+
+class HwsimError(Exception):
+    """Root of every error hwsim raises on purpose. Its message is one line of bounded length:
+    an error that quotes what it found (a trace line, a shape read from a corrupt file) is cut
+    to ``MESSAGE_LIMIT`` characters."""
+
+    def __init__(self, message: str = "", *args):
+        super().__init__(clip(" ".join(str(message).splitlines()), MESSAGE_LIMIT), *args)
 
 
 class Location:
@@ -45,8 +52,8 @@ class TraceSyntaxError(HwsimError):
     """A trace or program line that cannot be read."""
 
     def __init__(self, loc: Location, message: str):
-        self.loc, self.message = loc, clip(message, 400)
-        super().__init__(f"{loc}: {self.message}")
+        self.loc, self.message = loc, message
+        super().__init__(f"{loc}: {message}")
 
 
 class EncodingError(HwsimError):
