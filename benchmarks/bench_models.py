@@ -3,7 +3,7 @@
     PYTHONPATH=. python benchmarks/bench_models.py [--repeat 5] [--targets gap9] [--modes ne16]
 
 For each target with a scheduler and each model and numeric mode it supports (``CASES``: GAP9
-the four int8 MLPerf Tiny models in ../shared/models in both modes; HMX the FP32 ones in its
+the four int8 MLPerf Tiny models (``common.MODELS``) in both modes; HMX the FP32 ones in its
 FP16 mode and the int8 autoencoder in its dequantise mode; SME the int8 ones through SMOPA and
 the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` picks modes):
 
@@ -53,9 +53,8 @@ from hwsim.tosa import load_graph  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.reference import run_graph  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
-from common import MLPERF_TINY, median  # noqa: E402
+from common import MLPERF_TINY, MODELS, median  # noqa: E402
 
-MODELS = ROOT.parent / "shared" / "models"
 # target -> (model file stem, synthetic stand-in, its dtype, numeric mode or None: the default)
 CASES = {
     "gap9": [(name, synthetic, "int8", mode) for mode in ("exact", "ne16")
@@ -145,7 +144,7 @@ def report_graph(graph, target: str, mode: str | None):
 
 def cases(target: str) -> list:
     """(name, source, graph, mode, dtype) of the models a target runs: the real files when
-    ../shared/models has them, else the synthetic look-alikes."""
+    ``common.MODELS`` has them, else the synthetic look-alikes."""
     out = []
     for stem, synthetic, dtype, mode in CASES.get(target, []):
         path = MODELS / f"{stem}.tflite"

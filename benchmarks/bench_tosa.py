@@ -3,7 +3,7 @@ schedulers' simulation speed is compared with), and an optional conformance swee
 
     PYTHONPATH=. python benchmarks/bench_tosa.py [--repeat 20] [--conformance]
 
-For each of the four int8 MLPerf Tiny models in ../shared/models (skipped when absent) and each
+For each of the four int8 MLPerf Tiny models (``common.MODELS``, skipped when absent) and each
 synthetic look-alike (``hwsim.tosa.models``): the import time (.tflite -> validated graph), the
 whole-graph reference run in-process (median of ``--repeat``), the same run isolated in a
 subprocess (the binary, as the conformance SUT uses it), one-operator goldens for every layer,
@@ -34,9 +34,8 @@ from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.ops import checked_ops  # noqa: E402
 from hwsim.tosa.reference import goldens, run_graph, run_operator  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
-from common import MLPERF_TINY, median  # noqa: E402
+from common import MLPERF_TINY, MODELS, median  # noqa: E402
 
-MODELS = ROOT.parent / "shared" / "models"
 # TOSA 1.0 extensions (the generator also makes 1.1-draft int64 and microscaling tests)
 EXTENSIONS_1_0 = ("int16", "int4", "bf16", "fp8e4m3", "fp8e5m2", "doubleround", "inexactround")
 

@@ -1,11 +1,22 @@
-"""What the benchmark scripts share: their timers, and the MLPerf Tiny models they measure."""
+"""What the benchmark scripts share: their timers, and the MLPerf Tiny models they measure.
+
+The models are the mlcommons/tiny reference models (``benchmark/training/*/trained_models``,
+docs/sources.md#mlperf-tiny-models), read from ``$HWSIM_MODELS`` when it is set, else from
+``../shared/models`` beside the checkout; without them the scripts measure the synthetic
+look-alikes of ``hwsim.tosa.models``.
+"""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from pathlib import Path
 
-# the int8 MLPerf Tiny model files in ../shared/models -> the synthetic look-alike used without them
+MODELS = Path(os.environ.get("HWSIM_MODELS") or
+              Path(__file__).resolve().parents[2] / "shared" / "models")
+
+# the int8 MLPerf Tiny model files in MODELS -> the synthetic look-alike used without them
 MLPERF_TINY = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1",
                "resnet8_int8": "resnet8", "ad01_int8": "autoencoder"}
 

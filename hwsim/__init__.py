@@ -1,8 +1,8 @@
 """hwsim: a cycle-approximate, instruction-level simulator of ML matrix engines.
 
-    import hwsim
+    import hwsim, numpy as np
     m = hwsim.machine("hmx")
-    m.memory("vtcm").write(0x0, data)
+    m.memory("vtcm").write(0x0, np.load("examples/hmx/data/act.npy"))
     result = m.run("examples/hmx/basic_multiply.trace")
     print(result.cycles, result.seconds, result.stats["units"])
     report = hwsim.estimate("model.tflite", "gap9", check=True)   # per-layer cycles, verdicts

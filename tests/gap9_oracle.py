@@ -1,7 +1,7 @@
 """An independent model of NE16 arithmetic for the tests: plain convolution + normquant.
 
-Written from the pulp-nnx functional model's description (FACTS.md "NE16 numerics": conv in wide
-integers wrapped to int32; times the scale; optional bias added to the product truncated to
+Written from the pulp-nnx functional model's description (sources.md#gap9 "NE16 numerics": conv in
+wide integers wrapped to int32; times the scale; optional bias added to the product truncated to
 int32; optional ReLU; arithmetic right shift; saturate to the output type). It shares no code
 with hwsim: no registers, no layouts, no subtiles; signed weights, a padded input, loops.
 """

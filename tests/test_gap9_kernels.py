@@ -299,7 +299,7 @@ def test_softmax_is_the_tosa_sequence():
 
 
 def test_scale_helpers_match_the_spec_vectors():
-    # tosa-spec-digest section 11
+    # derived from the spec's pseudocode (docs/sources.md#tosa)
     m, s = tosa_int.reciprocal_scale([1, 2, 3, 4, 9, 25, 49])
     assert m.tolist() == [1073741825, 1073741825, 1431655766, 1073741825, 1908874355,
                           1374389536, 1402438302]

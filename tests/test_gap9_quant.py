@@ -1,4 +1,5 @@
-"""The GAP9 quantisation formulas of the seed, on worked numbers."""
+"""The GAP9 quantisation formulas of GreenWaves' note (docs/sources.md#gap9-quantisation), on
+worked numbers."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ def test_asymmetric_activation():
     # r in [-1, 3] on int8: S = 4/255, zero at q = -128 + 63.75 -> -64
     s, z = quant.asymmetric(-1.0, 3.0, 8)
     assert s == pytest.approx(4 / 255) and z == -64
-    # unsigned 8 bit: the seed's |qmin - rmin/S| = 63.75 -> 64
+    # unsigned 8 bit: the note's |qmin - rmin/S| = 63.75 -> 64
     assert quant.asymmetric(-1.0, 3.0, 8, signed=False) == (pytest.approx(4 / 255), 64)
     # 16 bit, all positive range: zero at qmin
     s16, z16 = quant.asymmetric(0.0, 6.5535, 16)

@@ -290,7 +290,7 @@ def test_every_parameter_is_read_by_a_run_and_has_a_source():
         if source.startswith("assumption"):
             assert len(source.split(":", 1)[1].strip()) > 15, row.name  # says why
         else:
-            assert any(ref in source for ref in ("FACTS.md", "manual", "qemu")), row.name
+            assert any(ref in source for ref in ("sources.md", "manual", "qemu")), row.name
 
 
 def hwsim_examples():
@@ -299,7 +299,7 @@ def hwsim_examples():
 
 
 def test_calibration_against_the_v79_measurements():
-    # FACTS.md (V79): engine call 22-26 cycles; crouton pack 91-104 warm, 392 cold from DDR;
+    # sources.md#hmx (V79): engine call 22-26 cycles; crouton pack 91-104 warm, 392 cold from DDR;
     # weight crouton pack 180-188; output crouton unpack 86-126
     m, _, _ = machine_with()
     assert 22 <= run(m, ACT, "Q6_weight_hf_mxmem_RR(0x800, 0x7ff)").cycles <= 26

@@ -16,7 +16,7 @@ from hwsim.tosa.builder import GraphBuilder
 from hwsim.tosa.reference import run_graph as run_reference
 from hwsim.tosa.sut import run_graph as sut_run
 
-from tests.models import MODELS
+from tests.models import MODELS, WHERE
 SMALL = {"resnet8": dict(width=0.5, resolution=16), "ds_cnn": dict(width=0.25, resolution=25),
          "mobilenet_v1": dict(width=0.25, resolution=32),
          "autoencoder": dict(width=0.25, resolution=64)}
@@ -48,7 +48,7 @@ def test_synthetic_fp32_models_check(name):
 def test_mlperf_tiny_fp32_models_check(name):
     path = MODELS / f"{name}.tflite"
     if not path.exists():
-        pytest.skip("../shared/models is absent")
+        pytest.skip(WHERE)
     explained(hwsim.estimate(path, "hmx", check=True))
 
 

@@ -1,6 +1,6 @@
 """Whole models through the GAP9 scheduler: bit-exact in exact mode, bounded in NE16 mode,
 timing-only runs with the same cycles, compiled traces with the same cycles, and the four
-MLPerf Tiny int8 models from ../shared/models when present."""
+MLPerf Tiny int8 models when present (tests/models.py says where)."""
 
 
 import numpy as np
@@ -10,7 +10,7 @@ import hwsim
 from hwsim.schedule import compile_model, estimate
 from hwsim.tosa.models import model
 
-from tests.models import MODELS
+from tests.models import MODELS, WHERE
 SMALL = {"ds_cnn": dict(width=0.25, resolution=16),
          "mobilenet_v1": dict(width=0.25, resolution=24),
          "resnet8": dict(width=0.5, resolution=12),
@@ -74,7 +74,7 @@ def test_layer_cycles_add_up_and_attribution_is_sane():
                                                           report.layers)
 
 
-real = pytest.mark.skipif(not MODELS.is_dir(), reason="../shared/models not present")
+real = pytest.mark.skipif(not MODELS.is_dir(), reason=WHERE)
 
 
 @real

@@ -16,14 +16,14 @@ from hwsim.tosa.flatbuf import write_tosa
 from hwsim.tosa.reference import run_graph as run_reference
 from hwsim.tosa.sut import run_graph as sut_run
 
-from tests.models import MODELS
+from tests.models import MODELS, WHERE
 SMALL = dict(width=0.25, resolution=16)
 
 
 def _model(name: str) -> Path:
     path = MODELS / f"{name}.tflite"
     if not path.exists():
-        pytest.skip("../shared/models is absent")
+        pytest.skip(WHERE)
     return path
 
 

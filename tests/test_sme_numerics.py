@@ -1,6 +1,6 @@
 """SME outer-product numerics against an independent exact-rational oracle.
 
-The oracle below is written from the Arm ARM rules (../shared/notes/sme-numerics.md section 4)
+The oracle below is written from the Arm ARM rules (docs/sources.md#sme-numerics)
 with Python fractions and ``tests.oracle`` only; it shares no code with hwsim.targets.sme.
 """
 

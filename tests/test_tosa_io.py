@@ -16,9 +16,9 @@ from hwsim.tosa.models import model, sample_input
 from hwsim.tosa.reference import run_graph
 from hwsim.tosa.schema import tool
 
-from tests.models import MODELS
+from tests.models import MODELS, WHERE
 needs_models = pytest.mark.skipif(not (MODELS / "kws_ref_model.tflite").exists(),
-                                  reason="MLPerf Tiny models not present in ../shared/models")
+                                  reason=WHERE)
 
 
 def mixed_graph():

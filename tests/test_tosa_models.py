@@ -13,9 +13,9 @@ from hwsim.tosa.flatbuf import read_tosa, write_tosa
 from hwsim.tosa.models import MODELS, model, sample_input, softmax_int8
 from hwsim.tosa.reference import goldens, run_graph
 
-from tests.models import MODELS as SHARED
+from tests.models import MODELS as SHARED, WHERE
 needs_models = pytest.mark.skipif(not SHARED.is_dir(),
-                                  reason="MLPerf Tiny models not present in ../shared/models")
+                                  reason=WHERE)
 
 # MACs of the MLPerf Tiny reference networks (equal to the imported .tflite graphs below)
 MLPERF_MACS = {"ds_cnn": 2_656_768, "mobilenet_v1": 7_489_664, "resnet8": 12_501_632,

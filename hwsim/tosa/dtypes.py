@@ -1,10 +1,10 @@
 """TOSA element types: one table row per type, and the conversions every other module needs.
 
-Modelled: the TOSA 1.0 tensor types (spec section 1.5.1 "Supported Number Formats"; digest
-section 5.1) with their numpy value type, the bytes a constant takes in a ``.tosa`` flatbuffer
-(int48 as 6 little-endian bytes, int4 packed two to a byte, low nibble first), the integer view
-the reference model exchanges bf16/fp8 tensors in, and the float parameters of the compliance
-checks (``normal_frac``, ``normal_min``, ``normal_max``, spec Appendix A).
+Modelled: the TOSA 1.0 tensor types (spec section "Supported Number Formats") with their numpy
+value type, the bytes a constant takes in a ``.tosa`` flatbuffer (int48 as 6 little-endian bytes,
+int4 packed two to a byte, low nibble first), the integer view the reference model exchanges
+bf16/fp8 tensors in, and the float parameters of the compliance checks (``normal_frac``,
+``normal_min``, ``normal_max``, spec Appendix A).
 Not modelled: the 1.1-draft microscaling and fp6/fp4 types.
 """
 

@@ -10,7 +10,7 @@ arrays (``op.const("multiplier")``, ``op.scalar("input_zp")``). A ``Graph`` wire
 (producer and consumers of each tensor), orders the operators topologically and validates
 everything on construction: structure, shapes and types, and the ERROR_IF conditions of the
 operators in ``hwsim.tosa.ops``. A failure is a one-line ``TosaError`` naming the operator and
-the condition. Sources: TOSA 1.0 (``seeds/tosa-spec-1.0.txt``), sections 1.8 and 2.
+the condition. Sources: TOSA 1.0 (docs/sources.md#documents), sections 1.8 and 2.
 Not modelled: control flow (COND_IF/WHILE_LOOP sub-graphs), variables, unranked tensors.
 """
 

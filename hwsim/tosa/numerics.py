@@ -1,8 +1,8 @@
 """Judging a simulated tensor against its golden: error statistics and TOSA 1.0 compliance.
 
 Integers must be bit-exact (spec 1.8.1); the statistics give the error in LSB. Floating-point
-results are judged with the TOSA 1.0 precision rules (``seeds/tosa-spec-1.0.txt`` 1.8.2,
-4.5.3; digest section 5): ``tosa_reference_check_fp`` (an operator's ULP bound: ADD/SUB/MUL 0.5,
+results are judged with the TOSA 1.0 precision rules (spec 1.10.3 and 4.5.3;
+docs/sources.md#tosa): ``tosa_reference_check_fp`` (an operator's ULP bound: ADD/SUB/MUL 0.5,
 RECIPROCAL 1, RSQRT 2, ERF 5), ``tosa_reference_check_fp_bnd`` with ``calcAbsErrorBound``
 (EXP, LOG, SIGMOID, TANH), the fp->fp CAST rule (round to zero or to nearest), exactness up to
 the sign of zero and flushed subnormals (CLAMP, pooling max, data movement), and the dot-product

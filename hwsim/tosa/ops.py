@@ -1,11 +1,11 @@
 """Operator table: argument names, supported types, ERROR_IF checks and MACs per operator.
 
 One ``OpSpec`` row per operator that hwsim lowers or that the imported MLPerf Tiny graphs contain
-(TOSA 1.0, ``seeds/tosa-spec-1.0.txt`` chapter 2; the digest in ``notes/tosa-spec-digest.md``
-sections 3 and 7). A row names the inputs in spec order, the element types it supports (the
-"Supported Data Types" tables) and a check function that applies the operator's ERROR_IF
-conditions and argument shapes and returns the output shape it must have. Every message is
-``ERROR_IF(<the spec's condition>)`` or the argument rule, followed by the values found.
+(TOSA 1.0 chapter 2, and 1.11 for layouts, broadcasting and geometry; docs/sources.md#tosa). A row
+names the inputs in spec order, the element types it supports (the "Supported Data Types" tables)
+and a check function that applies the operator's ERROR_IF conditions and argument shapes and
+returns the output shape it must have. Every message is ``ERROR_IF(<the spec's condition>)`` or
+the argument rule, followed by the values found.
 Checked only when a value is a constant: zero points and shape arguments (EXT-DYNAMIC graphs may
 feed them at run time). Not checked: REQUIRE conditions (data-dependent; the reference model
 reports them as UNPREDICTABLE) and LEVEL_CHECK limits. Operators without a row (e.g. RESIZE,
@@ -196,7 +196,7 @@ def matmul(op):
     bn, bc, w = dims(op, "B", 3)
     if (bn, bc) != (n, c):
         raise op.error(f"B [N,C,W] = {[bn, bc, w]} does not match A [N,H,C] = {[n, h, c]}")
-    # spec 2.3.7 reads "is_same<in_t,i8_t> && ..."; the intent (digest 9.1) is int8 only
+    # spec 2.3.7 reads "is_same<in_t,i8_t> && ..."; the intent is int8 only (sources.md#tosa)
     zero_point(op, "A", "A_zp")
     zero_point(op, "B", "B_zp")
     return n, h, w

@@ -1,8 +1,8 @@
 """What the cluster kernels compute: each function is one TOSA 1.0 operator's integer semantics.
 
 Inputs are int64 arrays holding the tensors' values, outputs int64 arrays; ``kernels`` reads and
-writes L1 around them. Sources are the TOSA pseudocode (``shared/notes/tosa-spec-digest.md``
-section 4): CONV2D and DEPTHWISE_CONV2D (zero points subtracted, padding contributes 0, bias
+writes L1 around them. Sources are the TOSA 1.0 pseudocode (docs/sources.md#tosa,
+spec chapter 2): CONV2D and DEPTHWISE_CONV2D (zero points subtracted, padding contributes 0, bias
 added after the sum), MATMUL, AVG_POOL2D (valid-position count, ``reciprocal_scale``),
 MAX_POOL2D (padding ignored), ADD/SUB/MAXIMUM/MINIMUM (int32), MUL (with shift), TABLE,
 RESCALE, CLAMP, REDUCE_SUM/MAX, ARGMAX, CLZ, shifts, CAST, and the data movement operators.

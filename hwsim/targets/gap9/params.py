@@ -1,6 +1,6 @@
 """GAP9 parameters: sizes, bandwidths, latencies and costs, each with its source.
 
-FACTS = ``shared/FACTS.md`` (GAP9 cluster and NE16 rows); GVSoC = gvsoc-pulp ``pulp/ne16/src``;
+sources = docs/sources.md#gap9 (the GAP9 and NE16 facts); GVSoC = gvsoc-pulp ``pulp/ne16/src``;
 DORY = pulp-platform/dory ``Hardware_targets/PULP/GAP9/HW_description.json``; PULP-NN =
 Garofalo et al., "PULP-NN: accelerating quantized neural networks on parallel ultra-low-power
 RISC-V processors", arXiv:1908.11263.
@@ -12,27 +12,29 @@ from hwsim.timing.params import (ADDRESS, BANDWIDTH, CLOCK, COST, LATENCY, OCCUP
                                   ParamTable, Range)
 
 _KIB = 1 << 10
+GAP9 = "sources.md#gap9"
 WRITES = Range(1, 64, "a command takes at least one register write")
 # A kernel costs work / (cores x rate) cycles: 0.001 makes a 1,000-element kernel 125,000 cycles
 CORE_RATE = Range(0.001, 1024, "per core: positive; 1,024 is 30x the sdot peak of 4 MAC/cycle")
 
 PARAMS = ParamTable([
     # -- clock and memories ---------------------------------------------------------------------
-    Param("clock_hz", 370e6, "Hz", "FACTS: cluster up to 370 MHz at 0.8 V; NE16 on the same clock",
+    Param("clock_hz", 370e6, "Hz", f"{GAP9}: cluster up to 370 MHz at 0.8 V; NE16 on the "
+          "same clock",
           valid=CLOCK),
-    Param("l1_size", 128 * _KIB, "bytes", "FACTS: L1 (TCDM) 128 KB", kind="arch",
+    Param("l1_size", 128 * _KIB, "bytes", f"{GAP9}: L1 (TCDM) 128 KB", kind="arch",
           valid=Range(4096, 64 << 20, "a page to 512x the 128 KB TCDM")),
     Param("l1_base", 0x10000000, "address", "PULP cluster TCDM base; GVSoC ne16_stream.cpp: "
           "NE16 reaches L1 at 0xY000_0000-0xY001_FFFC", kind="arch", valid=ADDRESS),
-    Param("l1_banks", 16, "banks", "FACTS: 16 word-interleaved banks (GVSoC pulp_open cluster)",
+    Param("l1_banks", 16, "banks", f"{GAP9}: 16 word-interleaved banks (GVSoC pulp_open cluster)",
           valid=Range(1, 256, "at least one bank; 256 is 16x GAP9's")),
     Param("l1_word_bytes", 4, "bytes", "ne16_package.sv: TCDM ports are 32 bit",
           valid=Range(1, 64, "a byte to a 512-bit word")),
-    Param("l2_size", 1536 * _KIB, "bytes", "FACTS: L2 1.5 MB", kind="arch",
+    Param("l2_size", 1536 * _KIB, "bytes", f"{GAP9}: L2 1.5 MB", kind="arch",
           valid=Range(4096, 1 << 30, "a page to 1 GB")),
     Param("l2_base", 0x1C000000, "address", "assumption: the PULP SoC L2 base address",
           kind="arch", valid=ADDRESS),
-    Param("mram_size", 2048 * _KIB, "bytes", "FACTS: 2 MB on-chip MRAM", kind="arch",
+    Param("mram_size", 2048 * _KIB, "bytes", f"{GAP9}: 2 MB on-chip MRAM", kind="arch",
           valid=Range(4096, 1 << 30, "a page to 1 GB")),
     Param("mram_base", 0x0, "address", "assumption: MRAM is not in the cluster address map; "
           "the DMA addresses it by offset", kind="arch", valid=ADDRESS),
@@ -52,7 +54,7 @@ PARAMS = ParamTable([
     Param("dma_setup_cycles", 1, "cycles", "assumption: the DMA engine accepts one command a "
           "cycle once programmed", valid=COST),
     # -- cluster controller ---------------------------------------------------------------------
-    Param("cluster_cores", 8, "cores", "FACTS: 8 workers + 1 cluster controller",
+    Param("cluster_cores", 8, "cores", f"{GAP9}: 8 workers + 1 cluster controller",
           valid=Range(1, 64, "at least one worker; 64 is 8x GAP9's")),
     Param("ctrl_reg_write_cycles", 3, "cycles", "assumption: a store through the cluster "
           "peripheral interconnect (1 issue + ~2 interconnect)", valid=COST),
@@ -68,27 +70,30 @@ PARAMS = ParamTable([
           "(fork through the event unit and per-core setup)", valid=COST),
     Param("barrier_cycles", 10, "cycles", "assumption: hardware barrier in the event unit",
           valid=COST),
-    # -- NE16 (GVSoC ne16_fsm.cpp and ne16_stream.cpp via FACTS "NE16 timing structure") -------
-    Param("ne16_products_per_cycle", 1296, "products", "FACTS: 9 columns x 9 blocks x 16 "
+    # -- NE16 (GVSoC ne16_fsm.cpp and ne16_stream.cpp: sources.md#gap9 "NE16 timing structure")
+    Param("ne16_products_per_cycle", 1296, "products", f"{GAP9}: 9 columns x 9 blocks x 16 "
           "channels of 8-bit x 1-bit products per cycle",
           valid=Range(8, 1 << 20, "at least one 8-bit MAC (8 bit-serial products) per cycle")),
-    Param("ne16_port_bytes_per_cycle", 36.0, "B/cycle", "FACTS: 9 x 32-bit TCDM ports",
+    Param("ne16_port_bytes_per_cycle", 36.0, "B/cycle", f"{GAP9}: 9 x 32-bit TCDM ports",
           valid=BANDWIDTH),
     Param("ne16_start_cycles", 1, "cycles", "GVSoC ne16.cpp: the job starts 1 cycle after commit",
           valid=COST),
-    Param("ne16_access_cycles", 1, "cycles", "FACTS: each streamer access costs the worst TCDM "
+    Param("ne16_access_cycles", 1, "cycles", f"{GAP9}: each streamer access costs the worst TCDM "
           "latency + 1; the latency is the contention priced separately", valid=OCCUPANCY),
-    Param("ne16_load_enter_cycles", 6, "cycles", "FACTS/GVSoC: +6 entering load", valid=COST),
-    Param("ne16_mv_enter_3x3_cycles", 6, "cycles", "FACTS/GVSoC: +6 entering matrix-vector (3x3)",
+    Param("ne16_load_enter_cycles", 6, "cycles", f"{GAP9}, GVSoC: +6 entering load", valid=COST),
+    Param("ne16_mv_enter_3x3_cycles", 6, "cycles", f"{GAP9}, GVSoC: +6 entering "
+          "matrix-vector (3x3)",
           valid=COST),
-    Param("ne16_mv_enter_1x1_cycles", 10, "cycles", "FACTS/GVSoC: +10 entering matrix-vector "
+    Param("ne16_mv_enter_1x1_cycles", 10, "cycles", f"{GAP9}, GVSoC: +10 entering matrix-vector "
           "(1x1 and linear)", valid=COST),
-    Param("ne16_dw_first_cycles", 22, "cycles", "FACTS/GVSoC: +22 at the first depthwise channel",
+    Param("ne16_dw_first_cycles", 22, "cycles", f"{GAP9}, GVSoC: +22 at the first depthwise "
+          "channel",
           valid=COST),
-    Param("ne16_mv_exit_cycles", 6, "cycles", "FACTS/GVSoC: +6 leaving matrix-vector (not "
+    Param("ne16_mv_exit_cycles", 6, "cycles", f"{GAP9}, GVSoC: +6 leaving matrix-vector (not "
           "depthwise)", valid=COST),
     Param("ne16_end_cycles", 1, "cycles", "GVSoC ne16_fsm.cpp: END state latency 1", valid=COST),
-    Param("ne16_1x1_slots", 9, "accesses", "FACTS/GVSoC: 1x1 load and streamout padded to 9 slots",
+    Param("ne16_1x1_slots", 9, "accesses", f"{GAP9}, GVSoC: 1x1 load and streamout padded "
+          "to 9 slots",
           valid=Range(1, 64, "at least one access; 64 is 7x the 9 ports")),
     Param("ne16_timeline", "state", "", "assumption: 'state' runs one engine op per controller "
           "state (the GVSoC timeline); 'job' one op per job costing the same states added up, "
@@ -96,13 +101,13 @@ PARAMS = ParamTable([
           choices=("state", "job")),
     # -- NE16 numerics readings (see ne16_datapath) ---------------------------------------------
     Param("ne16_bias_add", "wrap", "", "RTL ne16_normquant_bias.sv: 32-bit adder, no saturation "
-          "(FACTS reads 'saturate to int32', a no-op in the pulp-nnx model)", kind="arch",
+          "(sources.md#gap9 reads 'saturate to int32', a no-op in the pulp-nnx model)", kind="arch",
           choices=("wrap", "saturate")),
     Param("ne16_rounding", "none", "", "RTL ne16_normquant_shifter.sv computes but never adds "
           "its rounding term; 'config0' applies ne16_ctrl.sv's use_rounding = ~CONFIG0[11]",
           kind="arch", choices=("none", "config0")),
     # -- cluster kernels (per core; see kernels.py for what each counts) -------------------------
-    Param("cluster_peak_macs_per_cycle", 32.0, "MAC/cycle", "FACTS: 8 cores x 4 int8 MAC (sdot)",
+    Param("cluster_peak_macs_per_cycle", 32.0, "MAC/cycle", f"{GAP9}: 8 cores x 4 int8 MAC (sdot)",
           valid=Range(0.01, 65536, "positive; 65,536 is 2,000x GAP9's")),
     Param("conv_macs_per_cycle_per_core", 1.94, "MAC/cycle", "PULP-NN: 15.5 MAC/cycle on 8 "
           "cores for int8 convolution", valid=CORE_RATE),

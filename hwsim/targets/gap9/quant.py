@@ -1,13 +1,13 @@
 """GAP9 quantisation (the GreenWaves MLPerf Tiny v1.0 scheme) and the TOSA -> NE16 scale map.
 
-From ``shared/seeds/gap9-mlperf-tiny-quantization.txt`` ("the seed"): every tensor is
-``r = S (q - Z)``; activations are asymmetric per tensor (8 or 16 bit), weights symmetric per
-output channel (2..8 bits on NE16), biases int32 with ``S_b = S_x S_w``, the zero points folded
-into the bias, requantisation factors ``S_x S_w / S_y`` as ``M 2^-N`` with M and N unsigned 8-bit,
-MatAdd rescales one input into the other's range, Concat/Split share the largest scale, Softmax
-uses power-of-two scales and a 16-bit symmetric output.
+From GreenWaves' quantisation note (docs/sources.md#gap9-quantisation, "the note"): every
+tensor is ``r = S (q - Z)``; activations are asymmetric per tensor (8 or 16 bit), weights
+symmetric per output channel (2..8 bits on NE16), biases int32 with ``S_b = S_x S_w``, the zero
+points folded into the bias, requantisation factors ``S_x S_w / S_y`` as ``M 2^-N`` with M and N
+unsigned 8-bit, MatAdd rescales one input into the other's range, Concat/Split share the largest
+scale, Softmax uses power-of-two scales and a 16-bit symmetric output.
 
-Two places where the seed's prose and formulas disagree are parameters (both tested):
+Two places where the note's prose and formulas disagree are parameters (both tested):
 
 * ``symmetric_range(bits, reading)``: ``"formula"`` applies ``mid = ceil(qrange/2)``,
   ``qmin = -mid``, ``qmax = qrange - mid - 1`` to the type's range (int8: -128..126);
@@ -15,8 +15,8 @@ Two places where the seed's prose and formulas disagree are parameters (both tes
 * ``matadd(..., reading)``: ``"formula"`` follows the equations (for S_a > S_b, B is multiplied by
   S_b/S_a into A's range); ``"prose"`` rescales the input with the greater S instead.
 
-The asymmetric zero point is chosen, as the seed says, from whichever end (rmin or rmax) lands
-closer to an integer; the seed writes the candidates with ``abs``, which only keeps the sign
+The asymmetric zero point is chosen, as the note says, from whichever end (rmin or rmax) lands
+closer to an integer; the note writes the candidates with ``abs``, which only keeps the sign
 right for unsigned ranges, so the candidates here are ``qmin - rmin/S`` and ``qmax - rmax/S``.
 """
 
@@ -34,7 +34,7 @@ def qrange(bits: int, signed: bool = True) -> tuple[int, int]:
 
 
 def asymmetric(r_min: float, r_max: float, bits: int = 8, signed: bool = True):
-    """(S, Z) of an asymmetric per-tensor quantisation (seed: "Asymmetric")."""
+    """(S, Z) of an asymmetric per-tensor quantisation (note: "Asymmetric")."""
     q_min, q_max = qrange(bits, signed)
     r_min, r_max = min(r_min, 0.0), max(r_max, 0.0)      # zero must be representable
     scale = (r_max - r_min) / ((1 << bits) - 1)
@@ -54,13 +54,13 @@ def symmetric_range(bits: int, reading: str = "formula") -> tuple[int, int]:
     span = q_max - q_min
     mid = math.ceil(span / 2)
     if span - mid - 1 < 1:
-        raise ProgramError(f"the seed's symmetric formula leaves {bits}-bit weights no positive "
+        raise ProgramError(f"the note's symmetric formula leaves {bits}-bit weights no positive "
                            "level; use reading='clipped'")
     return -mid, span - mid - 1
 
 
 def symmetric(r_min, r_max, bits: int = 8, reading: str = "formula") -> np.ndarray:
-    """Per-channel scales S = max(|rmax|/|qmax|, |rmin|/|qmin|) (seed: "Symmetric")."""
+    """Per-channel scales S = max(|rmax|/|qmax|, |rmin|/|qmin|) (note: "Symmetric")."""
     q_min, q_max = symmetric_range(bits, reading)
     s = np.maximum(np.abs(np.asarray(r_max, float)) / abs(q_max),
                    np.abs(np.asarray(r_min, float)) / abs(q_min))
@@ -100,7 +100,7 @@ def fixed_point(factor, m_bits: int = 8, n_max: int = 255):
 
 
 def requant(s_x: float, s_w, s_y: float):
-    """(M, N) of S_x S_w / S_y as unsigned 8-bit M and N (seed: MulBias)."""
+    """(M, N) of S_x S_w / S_y as unsigned 8-bit M and N (note: MulBias)."""
     return fixed_point(s_x * np.asarray(s_w, float) / s_y)
 
 

@@ -1,8 +1,7 @@
 """TOSA integer helpers, vectorised: the exact semantics the cluster kernels implement.
 
-Each function follows the TOSA 1.0 pseudocode (``shared/notes/tosa-spec-digest.md`` section 4;
-spec S0 L7887-7928 for the scale helpers, L844-877 for the lookup, L6513-6572 for RESCALE,
-L2968-2986 for ARITHMETIC_RIGHT_SHIFT). Arithmetic is int64 numpy; every intermediate the spec
+Each function follows the TOSA 1.0 pseudocode (docs/sources.md#tosa): section 4.5.5 for the
+scale helpers, 1.12.5 for the lookup, 2.13.2 for RESCALE, 2.5.2 for ARITHMETIC_RIGHT_SHIFT. Arithmetic is int64 numpy; every intermediate the spec
 keeps in int64 or int48 fits. Where the spec says REQUIRE (a result the graph leaves
 unpredictable) the helpers compute the two's complement result instead of failing: 32-bit
 additions wrap.

@@ -47,7 +47,7 @@ SHAPE_KINDS = {"identity": 0, "min0": 1, "max0": 2, "abs": 3}
 
 def shape_table(row3: str) -> np.ndarray:
     """Table 5 as codes (4 = negate, plus a kind): rows 3 and 7 read ``x`` and ``- x`` in the
-    text (hexagon-v81-hmx-prm.txt line 359); ``row3`` = "abs" reads them as |x| and -|x|,
+    text (manual section 2.3.1); ``row3`` = "abs" reads them as |x| and -|x|,
     "identity" as printed."""
     kinds = ["identity", "min0", "max0", row3]
     return np.array([SHAPE_KINDS[k] for k in kinds] + [4 + SHAPE_KINDS[k] for k in kinds],

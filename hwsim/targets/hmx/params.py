@@ -1,6 +1,6 @@
 """Parameters of the HMX machine: sizes and numeric readings (``arch``) and costs (``timing``).
 
-Costs are calibrated on the V79 measurements gathered in FACTS.md (an HMX fork of
+Costs are calibrated on the V79 measurements in docs/sources.md#hmx (an HMX fork of
 qualcomm/hexagon-mlir, ``HmxLeafCostTable.h``, "verified on OnePlus 13, Hexagon v79"); the V81
 manual itself gives no cycle counts. Each row says where its value comes from.
 """
@@ -8,7 +8,7 @@ manual itself gives no cycle counts. Each row says where its value comes from.
 from hwsim.timing.params import (ADDRESS, BANDWIDTH, CLOCK, COST, LATENCY, OCCUPANCY,
                                   PORT_WIDTH, QUEUE, Param, ParamTable, Range)
 
-V79 = "FACTS.md (V79 costs, HmxLeafCostTable.h in an HMX fork of qualcomm/hexagon-mlir)"
+V79 = "sources.md#hmx (V79 costs, HmxLeafCostTable.h in an HMX fork of qualcomm/hexagon-mlir)"
 
 # An HVX or HMX cost per 128-byte vector: 0.01 (100 vectors a cycle) is beyond any datapath
 # of these parts; 1,000 cycles per vector is beyond a cold DDR access per vector.
@@ -16,8 +16,8 @@ PER_VECTOR = Range(0.01, 1000, "100 vectors per cycle to 1,000 cycles per vector
 
 PARAMS = ParamTable([
     # -- architecture: state and numerics ------------------------------------------------------
-    Param("vtcm_size", 8 << 20, "bytes", "FACTS.md: 8 MB VTCM on V69-V81 phone parts (Qualcomm "
-          "SoC table in ExecuTorch qc_schema.py)", kind="arch",
+    Param("vtcm_size", 8 << 20, "bytes", "sources.md#hmx: 8 MB VTCM on V69-V81 phone parts "
+          "(Qualcomm SoC table in ExecuTorch qc_schema.py)", kind="arch",
           valid=Range(4096, 256 << 20, "two croutons to 32x the 8 MB of the largest VTCM")),
     Param("vtcm_base", 0, "address", "assumption: a 2 KB aligned base; 0 makes the manual's "
           "example offsets (chapter 3) the addresses", kind="arch", valid=ADDRESS),
@@ -32,7 +32,7 @@ PARAMS = ParamTable([
           "rounds each instruction's exact dot product once", kind="arch",
           valid=Range(0, 1024, "0, or up to 32x the 32 channels of a weight crouton"),
           doc="input channels summed exactly per rounding (0: per instruction)"),
-    Param("shape_row3", "abs", "", "manual Table 5 (hexagon-v81-hmx-prm.txt line 359): rows 3 "
+    Param("shape_row3", "abs", "", "manual Table 5 (section 2.3.1): rows 3 "
           "and 7 print 'x' and '- x', duplicates of rows 0 and 4; read as |x| and -|x| whose bars "
           "were lost in the text ('identity': as printed)", kind="arch",
           choices=("abs", "identity")),

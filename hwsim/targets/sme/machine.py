@@ -7,8 +7,8 @@ load ports and one store port, each with a bandwidth and a latency; ``ctl``, the
 (address arithmetic, predicates, FPCR, SMSTART/SMSTOP); ``vec``, the streaming-SVE vector side,
 running whole routines (``vec NAME ...`` lines, ``vector``) costed per vector. Dependencies are per
 register and per ZA row group (``semantics``), so four chains on four .S tiles overlap while a
-chain on one tile is latency-bound. Defaults follow the Apple M4 figures in FACTS.md
-(``params``).
+chain on one tile is latency-bound. Defaults follow the Apple M4 figures in
+docs/sources.md#m4-sme (``params``).
 
 Not modelled: caches (memory is one flat space behind the ports), the core's own pipeline beyond
 an issue width for scalar ops, NZCV flags, FPSR, exceptions other than memory faults, and the

@@ -1,7 +1,7 @@
 """Per-element arithmetic of the SME outer products, bit-exact to the Arm ARM pseudocode.
 
-All four floating-point behaviours SME outer products use (Arm ARM DDI0487 M.a.a; the digest in
-``../shared/notes/sme-numerics.md`` quotes each rule):
+All four floating-point behaviours SME outer products use (Arm ARM DDI0487 M.a.a;
+docs/sources.md#sme-numerics lists each rule with its section):
 
 * ``fma`` -- BFMulAdd_ZA / FPMulAdd_ZA (J1.3.3.154, .216): non-widening BFMOPA/BFMOPS (.H, BF16)
   and FMOPA/FMOPS (.S, FP32). One fused multiply-add, one rounding; FPCR.RMode, FZ, FIZ and AH

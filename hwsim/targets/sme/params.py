@@ -1,16 +1,16 @@
 """Parameters of the SME machine, each with its source. Defaults: Apple M4 P-cluster SME unit.
 
-Figures marked FACTS.md come from ``../shared/FACTS.md`` (tzakharko/m4-sme-exploration,
-"Hello SME!" arXiv:2409.18779). Rates are MACs per cycle per datapath, so an instruction's issue
-time follows from its size at any SVL (at SVL 512: FMOPA .S is 256 MACs, widening 16-bit 512,
-int8 4-way 1024, a non-widening .H tile 1024).
+Figures marked sources.md#m4-sme are the M4 measurements in docs/sources.md
+(tzakharko/m4-sme-exploration, "Hello SME!" arXiv:2409.18779). Rates are MACs per cycle per
+datapath, so an instruction's issue time follows from its size at any SVL (at SVL 512: FMOPA .S
+is 256 MACs, widening 16-bit 512, int8 4-way 1024, a non-widening .H tile 1024).
 """
 
 from hwsim.timing.params import (CLOCK, COST, LATENCY, OCCUPANCY, PORT_WIDTH, QUEUE, Param,
                                   ParamTable, Range)
 
-_M4 = "FACTS.md (M4, tzakharko/m4-sme-exploration)"
-_SSVE = "measured on M4 (tzakharko/m4-sme-exploration, results/ssve-vector.json)"
+_M4 = "sources.md#m4-sme (M4, tzakharko/m4-sme-exploration)"
+_SSVE = "sources.md#m4-sme (M4, tzakharko/m4-sme-exploration, results/ssve-vector.json)"
 
 MACS = Range(1, 65536, "at least one MAC per cycle; 65,536 is 4x one int8 outer product at "
               "SVL 2048")
