@@ -108,6 +108,8 @@ def test_targets_lists_every_timing_parameter_with_source(capsys):
         for row in cls.PARAMS:
             if row.kind == "timing":
                 assert row.name in out and row.source[:20] in out
+                line = next(line for line in out.splitlines() if f" {row.name} " in line)
+                assert f" {row.limits()} " in line
 
 
 def test_version(capsys):

@@ -121,6 +121,17 @@ def test_dash_and_dev_stdout_are_standard_output(capsys, name):
     assert json.loads(out[out.index("{"):])["machine"] == "hmx"
 
 
+def test_import_and_estimate_to_standard_output(capsysbinary, tmp_path):
+    assert main(["import", str(MODEL), "-o", "-"]) == 0
+    out, err = capsysbinary.readouterr()
+    from hwsim.tosa.loaders import load_graph
+    assert len(load_graph(out)) == len(load_graph(MODEL))      # nothing but the flatbuffer
+    assert err.decode().startswith("-: ") and b"operators" in err
+    assert main(["estimate", str(MODEL), "--no-numerics", "--report", "csv", "-o", "-"]) == 0
+    out = capsysbinary.readouterr().out.decode().splitlines()
+    assert out[0].startswith("index,name,kind") and len(out) > 5
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_device_is_written_through_and_its_error_is_one_line(capsys):
     code, _, err = run(capsys, "run", TRACE, "--json", "/dev/full")

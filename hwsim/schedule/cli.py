@@ -80,7 +80,7 @@ def _prepare(args):
 def cmd_estimate(args) -> int:
     from hwsim.cli import Progress
     from hwsim.schedule import estimate
-    from hwsim.traces.files import atomic_write_text, check_output
+    from hwsim.traces.files import STANDARD_OUTPUT, atomic_write_text, check_output
     for option, path in (("-o", args.output), ("--timeline", args.timeline),
                          ("--plot", args.plot)):
         if path:
@@ -97,7 +97,7 @@ def cmd_estimate(args) -> int:
     finally:
         progress.close()
     text = {"table": report.table, "json": report.json, "csv": report.csv}[args.report]()
-    if args.output:
+    if args.output and args.output not in STANDARD_OUTPUT:
         atomic_write_text(args.output, text, "-o")
         print(report.table().splitlines()[0])
     else:

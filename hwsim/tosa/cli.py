@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 
-from hwsim.traces.files import atomic_write_text, check_output
+from hwsim.traces.files import STANDARD_OUTPUT, atomic_write_text, check_output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +39,9 @@ def cmd_import(args) -> int:
     check_output(args.output, "-o")
     graph = load_graph(args.model, batch=args.batch)
     save_graph(graph, args.output, "-o")
-    print(f"{args.output}: {_headline(graph)}")
+    # the flatbuffer may be going to standard output: the summary goes to stderr then
+    print(f"{args.output}: {_headline(graph)}",
+          file=sys.stderr if args.output in STANDARD_OUTPUT else sys.stdout)
     return 0
 
 
