@@ -10,6 +10,7 @@ that Ctrl-C during start-up is handled too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -176,9 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        if args.debug:         # hwsim's own debug messages (e.g. the converters' output)
-            _debug_log()
-        return args.func(args)
+        with _debug_log(args.debug):
+            return args.func(args)
     except HwsimError as exc:
         if args is not None and args.debug:
             raise
@@ -206,13 +206,23 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _debug_log() -> None:
+@contextlib.contextmanager
+def _debug_log(enabled: bool):
+    """hwsim's own debug messages (e.g. the converters' output) on stderr, for one command."""
+    if not enabled:
+        yield
+        return
     logger = logging.getLogger("hwsim")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-        logger.addHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _one_line(exc: Exception) -> str:

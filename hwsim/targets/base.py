@@ -181,12 +181,12 @@ class Machine:
     def _read_file(self, d: Directive, token, base: Path) -> np.ndarray:
         """The bytes of a ``.load``/``.expect`` file, refused before reading when they cannot
         fit between the directive's address and the end of its space."""
-        space, addr = self._space(d.args[0]), d.args[1].integer("address")
+        space, addr = self._range(d, 0)
         path = base / token.text
         if not os.path.lexists(path):
             raise TraceSyntaxError(token.loc, f"{d.name}: no such file {path}")
         try:
-            return load_bytes(path, d.name, limit=max(0, space.end - addr))
+            return load_bytes(path, d.name, limit=space.end - addr)
         except HwsimError as exc:
             raise TraceSyntaxError(token.loc, str(exc)) from None
 

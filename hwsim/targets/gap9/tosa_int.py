@@ -1,10 +1,10 @@
 """TOSA integer helpers, vectorised: the exact semantics the cluster kernels implement.
 
 Each function follows the TOSA 1.0 pseudocode (docs/sources.md#tosa): section 4.5.5 for the
-scale helpers, 1.12.5 for the lookup, 2.13.2 for RESCALE, 2.5.2 for ARITHMETIC_RIGHT_SHIFT. Arithmetic is int64 numpy; every intermediate the spec
-keeps in int64 or int48 fits. Where the spec says REQUIRE (a result the graph leaves
-unpredictable) the helpers compute the two's complement result instead of failing: 32-bit
-additions wrap.
+scale helpers, 1.12.5 for the lookup, 2.13.2 for RESCALE, 2.5.2 for ARITHMETIC_RIGHT_SHIFT.
+Arithmetic is int64 numpy; every intermediate the spec keeps in int64 or int48 fits. Where the
+spec says REQUIRE (a result the graph leaves unpredictable) the helpers compute the two's
+complement result instead of failing: 32-bit additions wrap.
 """
 
 from __future__ import annotations

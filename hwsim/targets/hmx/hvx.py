@@ -2,7 +2,7 @@
 
 HVX is modelled as one unit that runs whole layout, copy or arithmetic operations, each at a
 cost per 128-byte vector it produces (or, for unpacking and reductions, consumes), calibrated on
-the V79 costs in docs/sources.md#hmx where there are any. The operations are real: they read and write VTCM
+the V79 costs (sources.md#hmx) where known. The operations are real: they read and write VTCM
 bytes with the layout functions of ``layouts.py`` and the kernels of ``hvx_kernels.py`` (which
 documents the numerics); their trace syntax (all arguments integers, FP16 values as bits):
 
