@@ -15,7 +15,7 @@ import pytest
 
 from hwsim.cli import main
 from hwsim.errors import HwsimError
-from hwsim.traces.files import atomic_open, atomic_write_text, check_output
+from hwsim.traces.files import STANDARD_OUTPUT, atomic_open, atomic_write_text, check_output
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "examples" / "hmx" / "basic_multiply.trace"
@@ -116,6 +116,9 @@ def test_symlinks_and_fifos_are_written_through(capsys, tmp_path):
 
 @pytest.mark.parametrize("name", ["-", "/dev/stdout"])
 def test_dash_and_dev_stdout_are_standard_output(capsys, name):
+    # by name, never through the file system: a writer that replaced /dev/stdout (a symlink)
+    # with a file would break the system; check that before trying
+    assert name in STANDARD_OUTPUT
     code, out, _ = run(capsys, "run", TRACE, "--json", name)
     assert code == 0
     assert json.loads(out[out.index("{"):])["machine"] == "hmx"
@@ -133,11 +136,14 @@ def test_import_and_estimate_to_standard_output(capsysbinary, tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_device_is_written_through_and_its_error_is_one_line(capsys):
-    code, _, err = run(capsys, "run", TRACE, "--json", "/dev/full")
-    assert code == 2
-    assert err == "hwsim: error: output /dev/full: cannot write: No space left on device\n"
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+def test_a_device_is_written_through_and_its_error_is_one_line(capsys, tmp_path):
+    """Through a link in the test's folder: were the device ever replaced by a regular file
+    (the bug this guards against), only the link would be."""
+    (tmp_path / "full").symlink_to("/dev/full")
+    code, _, err = run(capsys, "run", TRACE, "--json", tmp_path / "full")
+    assert (code, err) == (2, f"hwsim: error: output {tmp_path / 'full'}: cannot write: No space "
+                              "left on device\n")
+    assert (tmp_path / "full").is_symlink() and stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
 def test_ctrl_c_during_start_up_is_one_line(capsys, monkeypatch):

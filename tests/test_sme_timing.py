@@ -140,6 +140,6 @@ def test_every_parameter_is_read_and_every_row_has_a_source():
     assert m.params.unread() == []
     for row in PARAMS:
         source = row.source.lower()
-        assert re.search(r"facts\.md|arm arm|measured on|assumption: \w+", source), row.name
+        assert re.search(r"sources\.md#|arm arm|assumption: \w+", source), row.name
         if "assumption" in source:
             assert len(source.split("assumption:", 1)[1].split()) >= 4, row.name  # says why
