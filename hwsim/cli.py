@@ -15,6 +15,7 @@ from pathlib import Path
 import hwsim
 from hwsim.errors import ConfigError, HwsimError
 from hwsim.targets import machine_class, targets
+from hwsim.targets.base import ENGINES
 from hwsim.timing.params import parse_assignment, read_toml
 from hwsim.traces.reader import read_trace
 
@@ -61,6 +62,12 @@ def split_overrides(cls, overrides: dict) -> tuple[dict, dict]:
     return arch, {k: v for k, v in overrides.items() if kinds[k] != "arch"}
 
 
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=ENGINES, default=None,
+                        help="timing engine: compiled (default, fast) or simpy (the reference "
+                             "twin; identical results)")
+
+
 def cmd_run(args) -> int:
     trace = read_trace(Path(args.trace)) if Path(args.trace).exists() else None
     if trace is None:
@@ -81,7 +88,7 @@ def cmd_run(args) -> int:
     machine = cls(**arch)
     progress = Progress(f"hwsim run {args.trace}")
     try:
-        result = machine.run(trace, params=timing, record=bool(args.timeline), progress=progress)
+        result = machine.run(trace, params=timing, progress=progress, engine=args.engine)
     finally:
         progress.close()
     print(result.summary())
@@ -124,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--params", metavar="FILE.toml", help="override parameters from TOML")
     run.add_argument("--timeline", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
     run.add_argument("--json", metavar="OUT.json", help="write the summary as JSON")
+    add_engine(run)
     run.set_defaults(func=cmd_run)
 
     tg = sub.add_parser("targets", help="list machines and their parameters with sources")

@@ -100,21 +100,23 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
 
 def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bits: int = 8,
              params: dict | None = None, check: bool = False, inputs=None,
-             numerics: bool = True, progress=None, name: str | None = None) -> Report:
+             numerics: bool = True, progress=None, name: str | None = None,
+             engine: str | None = None) -> Report:
     """Lower ``model`` (a Graph or a model file) onto ``target``, run it and report per layer.
     ``mode``: the lowering's numeric mode; ``weight_bits``: requantise weights (2..8);
     ``params``: machine parameter overrides; ``check``: judge every layer against the TOSA
     reference (needs ``numerics``); ``inputs``: the model input (default: a fixed random
-    sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running."""
+    sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running;
+    ``engine``: ``compiled`` (default) or ``simpy`` (the reference twin, identical results)."""
     if check and not numerics:
         raise ConfigError("--check needs the datapaths: drop --no-numerics")
     with _no_cycle_collection():
         return _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
-                         progress, name)
+                         progress, name, engine)
 
 
 def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics, progress,
-              name) -> Report:
+              name, engine) -> Report:
     from hwsim.schedule.check import check as judge
     from hwsim.schedule.run import attribute, simulate
     wall = {}
@@ -123,7 +125,7 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
         model, target, mode, weight_bits, params, numerics)
     feeds = _inputs(graph, inputs)
     wall["lower"] = time.perf_counter() - start
-    sim = simulate(lowered, machine, feeds, run_params, numerics, progress)
+    sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine)
     wall["simulate"] = sim.seconds
     start = time.perf_counter()
     stats = attribute(sim.result, lowered, low, len(layers))

@@ -1,13 +1,12 @@
 """Running a lowered program once, reading each layer's output, and attributing time and bytes.
 
 **Outputs per layer** (checkpoints): the lowering says where each layer's output lives and which
-instructions write it. Every op of those instructions is watched as it is dispatched
-(``Machine.run(observe=...)``); when the last of them has committed (and no later instruction
-has started), the output bytes are copied. No op is added and no cycle changes: a checkpoint is
-free, and the buffer may be reused afterwards.
+instructions write it. The ops of those instructions are watched (``Machine.run(watcher=...)``);
+when the last of them has applied its results, the output bytes are copied. No op is added and
+no cycle changes: a checkpoint is free, and the buffer may be reused afterwards.
 
-**Attribution** (one simulation): every engine op carries the index of its instruction, so its
-layer; unit logs give the busy intervals and port logs the transfers of each layer.
+**Attribution** (one simulation): every op carries the index of its instruction (its tag), so its
+layer; the engine's records give the busy intervals of each unit and the transfers of each port.
 
 * *cycles*: the run's timeline is cut at every op and transfer boundary, and each piece is
   charged to one layer: the layers whose compute units (e.g. NE16, the cluster) are busy then,
@@ -26,7 +25,6 @@ layer; unit logs give the busy intervals and port logs the transfers of each lay
 
 from __future__ import annotations
 
-import heapq
 import time
 from dataclasses import dataclass, field
 
@@ -46,61 +44,40 @@ class Simulation:
 
 
 class Checkpoints:
-    """Copies each layer's output once all of its writers have committed (module docstring)."""
+    """Copies each layer's output once all of its writers have finished (module docstring): a
+    watcher of ``Machine.run``."""
 
     def __init__(self, lowered: Lowered, machine):
         self.machine, self.lowered = machine, lowered
         self.raw: dict[int, np.ndarray] = {}
-        self.by_writer: dict[int, list[int]] = {}
         self.pending: dict[int, int] = {}
-        self.armed: set[int] = set()
-        self.queue: list = []
+        self.by_op: dict[int, list[int]] = {}
         for layer, cp in lowered.checkpoints.items():
             if not cp.writers:
                 self._snap(layer)
+
+    def watch(self, table) -> set[int]:
+        """The ops of every layer's writers (from their tags)."""
+        tags = np.asarray(table.tag)
+        for layer, cp in self.lowered.checkpoints.items():
+            if not cp.writers:
                 continue
-            self.pending[layer] = 0
-            heapq.heappush(self.queue, (max(cp.writers), layer))
-            for instr in cp.writers:
-                self.by_writer.setdefault(instr, []).append(layer)
+            ops = np.flatnonzero(np.isin(tags, np.fromiter(cp.writers, np.int64)))
+            self.pending[layer] = len(ops)
+            for op in ops.tolist():
+                self.by_op.setdefault(op, []).append(layer)
+        return set(self.by_op)
+
+    def done(self, op: int) -> None:
+        for layer in self.by_op[op]:
+            self.pending[layer] -= 1
+            if not self.pending[layer]:
+                self._snap(layer)
 
     def _snap(self, layer: int) -> None:
         if layer not in self.raw:
             place = self.lowered.checkpoints[layer].place
             self.raw[layer] = self.machine.memory(place.space).read(place.addr, place.nbytes)
-
-    def _done(self, layers: list[int]) -> None:
-        for layer in layers:
-            self.pending[layer] -= 1
-            if not self.pending[layer] and layer in self.armed:
-                self._snap(layer)
-
-    def observe(self, op) -> None:
-        queue = self.queue
-        while queue and queue[0][0] < op.tag:       # every writer of this layer is dispatched
-            _, layer = heapq.heappop(queue)
-            self.armed.add(layer)
-            if not self.pending[layer]:
-                self._snap(layer)
-        layers = self.by_writer.get(op.tag)
-        if not layers:
-            return
-        for layer in layers:
-            self.pending[layer] += 1
-        inner = op.execute
-
-        def execute():
-            work = inner()
-            commit = work.commit
-            if commit is None:
-                self._done(layers)
-            else:
-                def committed():
-                    commit()
-                    self._done(layers)
-                work.commit = committed
-            return work
-        op.execute = execute
 
     def values(self) -> dict[int, np.ndarray]:
         for layer in self.lowered.checkpoints:      # writers ending the program
@@ -110,7 +87,7 @@ class Checkpoints:
 
 
 def simulate(lowered: Lowered, machine, inputs: dict, params: dict, numerics: bool = True,
-             progress=None) -> Simulation:
+             progress=None, engine: str | None = None) -> Simulation:
     """Load the image and inputs, run the program, read every layer's output."""
     for space, addr, data in lowered.image:
         machine.memory(space).write(addr, data)
@@ -118,8 +95,8 @@ def simulate(lowered: Lowered, machine, inputs: dict, params: dict, numerics: bo
         machine.memory(place.space).write(place.addr, place.encode(inputs[name]))
     watch = Checkpoints(lowered, machine) if numerics else None
     start = time.perf_counter()
-    result = machine.run(lowered.program, params=params, record=True, numerics=numerics,
-                         observe=watch.observe if watch else None, progress=progress)
+    result = machine.run(lowered.program, params=params, numerics=numerics, watcher=watch,
+                         progress=progress, engine=engine)
     seconds = time.perf_counter() - start
     sim = Simulation(result, seconds=seconds)
     if numerics:
@@ -172,25 +149,27 @@ class Spans:
 
 
 def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
-    layer_of = np.asarray(lowered.layer_of + [-1], np.int64)
+    records = result.records
+    table = records.table
+    layer_of = np.append(np.asarray(lowered.layer_of, np.int64), -1)
 
-    def spans(entries, tags, amount=None) -> Spans:
-        if not entries:
-            return Spans(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0))
-        data = np.asarray([(e[0], e[1]) for e in entries], np.int64)
-        rows = np.stack([data[:, 0], data[:, 0] + np.maximum(data[:, 1], 0)], axis=1)
+    def spans(start, cycles, tags, amounts=None) -> Spans:
+        rows = np.stack([start, start + np.maximum(cycles, 0)], axis=1)
         rows = np.minimum(rows, result.cycles)   # a transfer may outlast the last op
-        index = np.asarray([-1 if t is None else t for t in tags], np.int64)
-        amounts = None if amount is None else np.asarray([e[2] for e in entries], float)
-        return Spans(rows, layer_of[index], amounts)
+        return Spans(rows, layer_of[tags], amounts)
 
     out = {}
-    for unit in result.units:
+    for u, unit in enumerate(table.units):
         kind = "compute" if unit.name in lowering.compute_units else "other"
-        out[f"unit:{unit.name}:{kind}"] = spans(unit.log, unit.tags)
-    for port in result.ports:
+        ops = np.flatnonzero(table.unit == u)
+        out[f"unit:{unit.name}:{kind}"] = spans(records.start[ops],
+                                                records.end[ops] - records.start[ops],
+                                                table.tag[ops])
+    for p, port in enumerate(table.ports):
         kind = "movement" if port.name in lowering.movement_ports else "port"
-        out[f"port:{port.name}:{kind}"] = spans(port.log, port.tags, amount=True)
+        log = records.port_log(p)
+        out[f"port:{port.name}:{kind}"] = spans(log[:, 0], log[:, 1], log[:, 3],
+                                                log[:, 2].astype(float))
     return out
 
 
@@ -274,7 +253,7 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
                 good = s.layers >= 0
                 nbytes[level] += np.bincount(s.layers[good], s.amounts[good],
                                              minlength=n_layers)
-    peaks = {u.name: u.peak_macs for u in result.units}
+    peaks = {u.name: u.peak_macs for u in result.records.table.units}
     rows = []
     for layer in range(n_layers):
         busy, moved = _measure(per_compute[layer]), _measure(per_movement[layer])
@@ -297,8 +276,11 @@ def _totals(result, lowering: Lowering) -> dict:
     span = max(result.cycles, 1)
     levels = {}
     for level, ports in lowering.levels.items():
-        logs = [e for p in result.ports if p.name in ports for e in p.log]
-        nbytes = sum(e[2] for e in logs)
+        table = result.records.table
+        logs = np.concatenate([np.zeros((0, 4), np.int64)] + [
+            result.records.port_log(p) for p, port in enumerate(table.ports)
+            if port.name in ports])[:, :3]
+        nbytes = logs[:, 2].sum()
         sums, width = binned(logs, span, max(1, span // window))
         levels[level] = {"bytes": int(nbytes),
                          "mean_gb_per_s": nbytes / span * result.clock_hz / 1e9,

@@ -28,6 +28,7 @@ class SmeProgram:
     words: np.ndarray
     routines: dict = field(default_factory=dict)
     locs: list | None = None
+    derived: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def __len__(self) -> int:
         return len(self.words)

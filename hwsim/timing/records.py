@@ -1,0 +1,65 @@
+"""What an engine records of a run: when every op started, ended and was ready, and every
+transfer's slot, as arrays beside the op table. Statistics, the timeline and per-layer
+attribution all derive from them; both engines produce them, so comparing two runs is comparing
+arrays (``differences``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hwsim.timing.optable import OpTable
+
+
+@dataclass
+class Records:
+    table: OpTable
+    cycles: int                  # the run ends when the last result lands
+    start: np.ndarray            # int64 [ops]
+    end: np.ndarray              # int64 [ops]: start + cycles + stalls (the unit is free then)
+    ready: np.ndarray            # int64 [ops]: results land
+    rank: np.ndarray             # int64 [ops]: the order ops started in
+    slot_start: np.ndarray       # int64 [transfers]
+    slot_cycles: np.ndarray      # int64 [transfers]
+    slot_port: np.ndarray        # int64 [transfers]: the port used (groups resolved)
+    busy: np.ndarray             # int64 [units]
+    ops: np.ndarray              # int64 [units]
+    macs: np.ndarray             # int64 [units]
+    stalls: np.ndarray           # int64 [units, reasons]: ``OpTable.reason_names`` columns
+
+    FIELDS = ("cycles", "start", "end", "ready", "rank", "slot_start", "slot_cycles",
+              "slot_port", "busy", "ops", "macs", "stalls")
+
+    def differences(self, other: "Records") -> list[str]:
+        """The fields in which two runs of the same table differ (empty: identical)."""
+        return [name for name in self.FIELDS
+                if not np.array_equal(np.asarray(getattr(self, name)),
+                                      np.asarray(getattr(other, name)))]
+
+    def unit_stalls(self, u: int) -> dict[str, int]:
+        names = self.table.reason_names()
+        row = self.stalls[u]
+        return {names[k]: int(row[k]) for k in np.flatnonzero(row)}
+
+    def transfer_order(self) -> np.ndarray:
+        """Transfer indices in the order their slots were reserved (op start order)."""
+        t = self.table
+        counts = np.diff(t.xfer_ptr)
+        owner = np.repeat(np.arange(len(t)), counts)
+        return np.lexsort((np.arange(len(owner)), self.rank[owner])) if len(owner) else owner
+
+    def port_log(self, p: int) -> np.ndarray:
+        """[start, cycles, bytes, tag] rows of the transfers through port ``p`` that moved
+        bytes, in reservation order."""
+        t = self.table
+        order = self.transfer_order()
+        owner = np.repeat(np.arange(len(t)), np.diff(t.xfer_ptr))
+        keep = order[(self.slot_port[order] == p) & (t.xfer_bytes[order] > 0)]
+        return np.stack([self.slot_start[keep], self.slot_cycles[keep], t.xfer_bytes[keep],
+                         t.tag[owner[keep]]], axis=1) if len(keep) else np.zeros((0, 4), np.int64)
+
+    def unit_log(self, u: int) -> np.ndarray:
+        """[start, cycles, op] rows of unit ``u``'s ops, in program order."""
+        ops = np.flatnonzero(self.table.unit == u)
+        return np.stack([self.start[ops], self.end[ops] - self.start[ops], ops], axis=1)
