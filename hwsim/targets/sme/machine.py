@@ -22,11 +22,14 @@ from operator import attrgetter
 from types import SimpleNamespace
 from typing import Iterator
 
+import numpy as np
+
 from hwsim.errors import Location, ProgramError
 from hwsim.isa import sme, sme_vector
 from hwsim.targets.base import Machine
 from hwsim.targets.sme import numerics, vector
 from hwsim.targets.sme.params import PARAMS
+from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
 from hwsim.targets.sme.state import FPCR, SmeState
 from hwsim.timing.engine import Engine, Op, Work
@@ -57,8 +60,12 @@ class SmeMachine(Machine):
         return program
 
     def run(self, trace, *args, **kwargs):
-        """As ``Machine.run``; a program list is decoded and checked before anything runs."""
-        if isinstance(trace, list):
+        """As ``Machine.run``; a program list or an ``SmeProgram`` is decoded and checked before
+        anything runs."""
+        if isinstance(trace, SmeProgram):
+            trace = self._expand(trace)
+            self._check_modes(trace)
+        elif isinstance(trace, list):
             trace = [self._instruction(item) for item in trace]
             self._check_modes(trace)
         return super().run(trace, *args, **kwargs)
@@ -110,6 +117,17 @@ class SmeMachine(Machine):
             run = partial(recipe.run, ins) if recipe.unit == "ls" else recipe.run
             yield Op(units[recipe.unit], run, recipe.label, recipe.reads, recipe.writes, None,
                      recipe.parts)
+
+    def _expand(self, program: SmeProgram) -> list:
+        """The program's instruction objects (each distinct word decoded once) and its routines
+        bound to memory. A stop-gap until ops are generated from the arrays themselves."""
+        unique, inverse = np.unique(program.words, return_inverse=True)
+        decoded = np.empty(len(unique), object)
+        decoded[:] = [None if word == ROUTINE else sme.decode(int(word)) for word in unique]
+        items = decoded[inverse].tolist()
+        for position, routine in program.routines.items():
+            items[position] = self._instruction(routine)
+        return items
 
     def _instruction(self, item):
         if isinstance(item, (sme.Instruction, vector.Bound)):
