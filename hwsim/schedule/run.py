@@ -172,7 +172,7 @@ class Spans:
 
 
 def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
-    layer_of = np.asarray(lowered.layer_of + [-1], np.int64)
+    layer_of = np.append(np.asarray(lowered.layer_of, np.int64), -1)
 
     def spans(entries, tags, amount=None) -> Spans:
         if not entries:

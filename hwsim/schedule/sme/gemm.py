@@ -33,8 +33,9 @@ unsigned bytes (SUMOPA: zn signed, zm unsigned).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+
+import numpy as np
 
 from hwsim.isa import sme
 from hwsim.isa.sme_vector import DTYPES
@@ -47,31 +48,24 @@ class Mode:
     tile_bytes: int      # ZA tile element bytes (4: .S, 2: .H)
     src: str             # panel element dtype (hwsim.isa.sme_vector)
     depth: int           # K values per tile element (Arm's pairs and quads)
-    mopa: str            # outer-product form, with {t} {w} {x}
-    load: str            # LD1 mnemonic and element suffix
+    mopa: str            # outer-product form (hwsim.isa.sme.FORM)
+    load: str            # LD1 form (scalar plus immediate)
     channel_tiles: int   # tiles along the channels of a block
     acc: str             # tile element dtype stored to C
 
 
 MODES = {m.name: m for m in (
-    Mode("fp32", 4, "f32", 1, "fmopa za{t}.s, p0/m, p0/m, z{w}.s, z{x}.s", "ld1w s", 2, "f32"),
-    Mode("bf16-widening", 4, "bf16", 2, "bfmopa za{t}.s, p0/m, p0/m, z{w}.h, z{x}.h", "ld1h h",
-         2, "f32"),
-    Mode("bf16", 2, "bf16", 1, "bfmopa za{t}.h, p0/m, p0/m, z{w}.h, z{x}.h", "ld1h h", 1,
-         "bf16"),
-    Mode("int8", 4, "i8", 4, "smopa za{t}.s, p0/m, p0/m, z{w}.b, z{x}.b", "ld1b b", 2, "i32"),
+    Mode("fp32", 4, "f32", 1, "fmopa_ss", "ld1w_si", 2, "f32"),
+    Mode("bf16-widening", 4, "bf16", 2, "bfmopa_sh", "ld1h_si", 2, "f32"),
+    Mode("bf16", 2, "bf16", 1, "bfmopa_hh", "ld1h_si", 1, "bf16"),
+    Mode("int8", 4, "i8", 4, "smopa", "ld1b_si", 2, "i32"),
 )}
 PIXEL_TILES = 2
-SLICE_OFFSETS = {4: 4, 2: 8}     # ST1W/ST1H slice offsets: 0..3 for .S, 0..7 for .H
-STORE = {4: "st1w {{za{t}v.s[w12, {o}]}}, p{p}, [x8, x9, lsl #2]",
-         2: "st1h {{za{t}v.h[w12, {o}]}}, p{p}, [x8, x9, lsl #1]"}
-STREAM_REGISTERS = (0, 1, 2, 3)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def instructions(text: str) -> tuple:
-    """The instruction(s) of one assembly line, parsed once (they are immutable)."""
-    return tuple(sme.parse_line(text))
+REGISTERS = 32          # Z registers the operand loads rotate over
+REACH = 8               # LD1's immediate reaches vectors #-8..7 (mul vl) from its base register
+# by tile element size: ST1 of a vertical slice, slices per W12 value (.S 0..3, .H 0..7), and
+# the element size's letter
+STORE = {4: ("st1w_za", 4, "s"), 2: ("st1h_za", 8, "h")}
 
 
 @dataclass(frozen=True)
@@ -121,156 +115,149 @@ class Gemm:
         return self.groups * w, self.groups * x
 
 
-@dataclass
-class _Stream:
-    """Vectors of one panel: a base register, the first ``count`` of the ``stride`` vectors of
-    each K step."""
+@dataclass(frozen=True)
+class _Shape:
+    """What the blocks of one shape (channel tiles x pixel tiles) share: each load stream's
+    vectors per K step and their stride in its panel, the outer products (tile, weight stream,
+    vector, activation stream, vector) in issue order, and the tiles (tile, channel tile, pixel
+    tile within the block)."""
 
-    addr: int
-    count: int
-    stride: int
-    reg: int = 0
-    offset: int = 0     # the vector the register points at
-
-
-@dataclass
-class _Block:
-    """One output block: its load streams, its outer products ((tile, weight stream, vector,
-    activation stream, vector), in issue order) and its tiles (tile, first channel, first
-    pixel)."""
-
-    streams: list
-    products: list
-    tiles: list
+    counts: tuple
+    strides: tuple
+    products: tuple
+    tiles: tuple
 
 
-def _blocks(g: Gemm) -> list[_Block]:
+def _shape(g: Gemm, cts: int, pts: int) -> _Shape:
+    ct_n = g.mode.channel_tiles
+    pairs = [(ct, pt) for ct in range(cts) for pt in range(pts)]
+    tiles = tuple((ct * PIXEL_TILES + pt if ct_n > 1 else pt, ct, pt) for ct, pt in pairs)
+    if g.group:     # each channel tile is a group with its own panels
+        counts, strides = (1,) * cts + (pts,) * cts, (1,) * cts + (PIXEL_TILES,) * cts
+        uses = [(ct, 0, cts + ct, pt) for ct, pt in pairs]
+    else:
+        counts, strides = (cts, pts), (ct_n, PIXEL_TILES)
+        uses = [(0, ct, 1, pt) for ct, pt in pairs]
+    return _Shape(counts, strides, tuple((t[0], *u) for t, u in zip(tiles, uses)), tiles)
+
+
+def _blocks(g: Gemm) -> list[tuple[_Shape, list[int], list[tuple]]]:
+    """Each output block: its shape, its streams' panel addresses (stream i in register xi)
+    and its tiles (tile, first channel, first pixel)."""
     dim, vb, ct_n = g.dim, g.svl_bytes, g.mode.channel_tiles
     elem = DTYPES[g.mode.src]
     w_group, x_group = (e * elem // g.groups for e in g.panel_elements())
     channel_tiles, pixel_tiles = -(-g.n // dim), -(-g.m // dim)
+    shapes: dict = {}
     blocks = []
     for cb in range(0, channel_tiles, ct_n):
-        cts = range(min(ct_n, channel_tiles - cb))
+        cts = min(ct_n, channel_tiles - cb)
         for pb in range(0, pixel_tiles, PIXEL_TILES):
-            pts = range(min(PIXEL_TILES, pixel_tiles - pb))
+            pts = min(PIXEL_TILES, pixel_tiles - pb)
+            if (cts, pts) not in shapes:
+                shapes[cts, pts] = _shape(g, cts, pts)
+            shape = shapes[cts, pts]
             x_off = pb * g.steps * vb
-            pairs = [(ct, pt) for ct in cts for pt in pts]
-            tiles = [(ct * PIXEL_TILES + pt if ct_n > 1 else pt, (cb + ct) * dim, (pb + pt) * dim)
-                     for ct, pt in pairs]
-            if g.group:     # each channel tile is a group with its own panels
-                streams = [_Stream(g.w_addr + (cb + ct) * w_group, 1, 1) for ct in cts] + [
-                    _Stream(g.x_addr + (cb + ct) * x_group + x_off, len(pts), PIXEL_TILES)
-                    for ct in cts]
-                uses = [(ct, 0, len(cts) + ct, pt) for ct, pt in pairs]
+            if g.group:
+                addrs = [g.w_addr + (cb + ct) * w_group for ct in range(cts)] + [
+                    g.x_addr + (cb + ct) * x_group + x_off for ct in range(cts)]
             else:
-                streams = [_Stream(g.w_addr + cb * g.steps * vb, len(cts), ct_n),
-                           _Stream(g.x_addr + x_off, len(pts), PIXEL_TILES)]
-                uses = [(0, ct, 1, pt) for ct, pt in pairs]
-            for reg, stream in zip(STREAM_REGISTERS, streams):
-                stream.reg = reg
-            products = [(tile[0], *use) for tile, use in zip(tiles, uses)]
-            blocks.append(_Block(streams, products, tiles))
+                addrs = [g.w_addr + cb * g.steps * vb, g.x_addr + x_off]
+            tiles = [(t, (cb + ct) * dim, (pb + pt) * dim) for t, ct, pt in shape.tiles]
+            blocks.append((shape, addrs, tiles))
     return blocks
 
 
-class _Writer:
-    """Emits a GEMM's instructions into ``out`` (a list)."""
-
-    def __init__(self, gemm: Gemm, out: list):
-        self.g, self.out = gemm, out
-        mopa = gemm.mode.mopa
-        self.mopa = mopa.replace("smopa", "sumopa") if gemm.unsigned else mopa
-
-    def asm(self, text: str) -> None:
-        self.out.extend(instructions(text))
-
-    def write(self) -> None:
-        self.asm("ptrue p0.b")
-        pending = None
-        for block in _blocks(self.g):
-            loads = sum(s.count for s in block.streams)
-            rotation = 32 // loads          # K steps whose operands the Z registers hold
-            self._start(block.streams, rotation)
-            if pending:                     # the previous block's stores, after these loads
-                self._stores(pending)
-            self.asm("zero {" + ", ".join(self._tile(t) for t, _, _ in block.tiles) + "}")
-            for step in range(self.g.steps):
-                if step + rotation - 1 < self.g.steps:
-                    self._loads(block.streams, step + rotation - 1, rotation)
-                regs = self._registers(block.streams, step, rotation)
-                for tile, ws, wv, xs, xv in block.products:
-                    self.asm(self.mopa.format(t=tile, w=regs[ws][wv], x=regs[xs][xv]))
-            pending = block.tiles
-        if pending:
-            self._stores(pending)
-
-    def _tile(self, tile: int) -> str:
-        return f"za{tile}.{'s' if self.g.mode.tile_bytes == 4 else 'h'}"
-
-    @staticmethod
-    def _registers(streams, step: int, rotation: int) -> list[list[int]]:
-        """Z registers of each stream's vectors at ``step``."""
-        first = (step % rotation) * sum(s.count for s in streams)
-        regs = []
-        for s in streams:
-            regs.append(list(range(first, first + s.count)))
-            first += s.count
-        return regs
-
-    def _start(self, streams, rotation: int) -> None:
-        """Point the stream registers at the block's panels; load the first steps ahead."""
-        for s in streams:
-            self.out.extend(sme.assemble_program(f"mov x{s.reg}, #{s.addr}"))
-            s.offset = 0
-        for step in range(min(rotation - 1, self.g.steps)):
-            self._loads(streams, step, rotation)
-
-    def _loads(self, streams, step: int, rotation: int) -> None:
-        mnemonic, suffix = self.g.mode.load.split()
-        vb = self.g.svl_bytes
-        for s, regs in zip(streams, self._registers(streams, step, rotation)):
-            for v, z in enumerate(regs):
-                index = step * s.stride + v
-                if index - s.offset > 7:    # beyond the immediate's reach (#-8..7, mul vl)
-                    self.asm(f"add x{s.reg}, x{s.reg}, #{(index - s.offset) * vb}")
-                    s.offset = index
-                imm = index - s.offset
-                where = f"[x{s.reg}, #{imm}, mul vl]" if imm else f"[x{s.reg}]"
-                self.asm(f"{mnemonic} {{z{z}.{suffix}}}, p0/z, {where}")
-
-    def _stores(self, tiles) -> None:
-        """Vertical slices (one pixel's channels each) to the row-major output."""
-        g = self.g
-        esize = g.mode.tile_bytes
-        offsets = SLICE_OFFSETS[esize]
-        for tile, c0, m0 in tiles:
-            channels, pixels = min(g.dim, g.n - c0), min(g.dim, g.m - m0)
-            pred = 0
-            if channels < g.dim:
-                self.out.extend(sme.assemble_program(f"mov x10, #{channels}"))
-                self.asm(f"whilelt p1.{'s' if esize == 4 else 'h'}, xzr, x10")
-                pred = 1
-            self.out.extend(sme.assemble_program(
-                f"mov x8, #{g.c_addr + (m0 * g.n + c0) * esize}\nmov x9, #0"))
-            for j in range(pixels):
-                if j % offsets == 0:
-                    self.asm(f"mov w12, #{j}")
-                if j:
-                    self._next_pixel()
-                self.asm(STORE[esize].format(t=tile, o=j % offsets, p=pred))
-
-    def _next_pixel(self) -> None:
-        """x9 += n (elements), in ADD immediates of 12 bits (shifted by 12 if need be)."""
-        n = self.g.n
-        if n >> 12:
-            self.asm(f"add x9, x9, #{n >> 12}, lsl #12")
-        if n & 0xFFF:
-            self.asm(f"add x9, x9, #{n & 0xFFF}")
+def _encode(form: str, **fields) -> np.ndarray:
+    return sme.FORM[form].word.encode_array(**fields).astype(np.uint32)
 
 
-def gemm_program(gemm: Gemm) -> list:
-    """The instructions of ``gemm`` (the machine must be in streaming mode with ZA on)."""
-    out: list = []
-    _Writer(gemm, out).write()
-    return out
+def _body(g: Gemm, shape: _Shape) -> tuple[np.ndarray, np.ndarray]:
+    """The code of a block of ``shape`` after its MOVs, in two parts around the previous block's
+    stores: the loads of the first ``rotation - 1`` K steps, then ZERO and the K steps (the
+    loads of the step ``rotation - 1`` ahead, then the outer products)."""
+    counts = np.array(shape.counts)
+    loads = int(counts.sum())
+    rotation = REGISTERS // loads          # K steps whose operands the Z registers hold
+    stream = np.repeat(np.arange(len(counts)), counts)    # of each load of a K step
+    first = np.cumsum(counts) - counts                     # each stream's first load
+    step = np.arange(g.steps)[:, None]
+    index = step * np.array(shape.strides)[stream] + np.arange(loads) - first[stream]
+    # Every stride divides REACH, so a stream reaches each multiple of REACH: its base register
+    # advances by REACH vectors (ADD) right before that vector's load.
+    assert REACH % np.lcm.reduce(shape.strides) == 0
+    add = _encode("add_x", rd=stream, rn=stream, imm12=REACH * g.svl_bytes)
+    ld = _encode(g.mode.load, zt=step % rotation * loads + np.arange(loads), rn=stream,
+                 imm=index % REACH)
+    # one row per K step: ADD (if any) and LD1 of each load
+    words = np.stack(np.broadcast_arrays(add, ld), axis=2).reshape(g.steps, 2 * loads)
+    used = np.stack([(index % REACH == 0) & (index > 0), np.ones_like(index, bool)],
+                    axis=2).reshape(words.shape)
+    ahead = min(rotation - 1, g.steps)
+    late, late_used = np.zeros_like(words), np.zeros_like(used)   # the loads of step + ahead
+    late[:g.steps - ahead], late_used[:g.steps - ahead] = words[ahead:], used[ahead:]
+    tile, ws, wv, xs, xv = np.array(shape.products).T
+    turn = step % rotation * loads
+    mopa = "sumopa" if g.unsigned else g.mode.mopa
+    products = _encode(mopa, zada=tile, zn=turn + first[ws] + wv, zm=turn + first[xs] + xv)
+    table = np.concatenate([late, products], axis=1)
+    table_used = np.concatenate([late_used, np.ones(products.shape, bool)], axis=1)
+    letter = STORE[g.mode.tile_bytes][2]
+    zero = sme.assemble("zero {" + ", ".join(f"za{t}.{letter}" for t, _, _ in shape.tiles) + "}")
+    return words[:ahead][used[:ahead]], np.concatenate([np.uint32([zero]), table[table_used]])
+
+
+def _stores(g: Gemm, tiles: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """The stores of ``tiles`` (tile, first channel, first pixel), one row each: vertical slices
+    (one pixel's channels each) to the row-major output, predicated on the valid channels.
+    Returns the words in program order and each tile's count."""
+    form, offsets, letter = STORE[g.mode.tile_bytes]
+    tile, c0, m0 = np.array(tiles, np.int64).T
+    rows = len(tile)
+    channels, pixels = np.minimum(g.dim, g.n - c0), np.minimum(g.dim, g.m - m0)
+    partial = (channels < g.dim)[:, None]
+    x10, x10_used = sme.mov_words(10, channels)
+    x8, x8_used = sme.mov_words(8, g.c_addr + (m0 * g.n + c0) * g.mode.tile_bytes)
+    whilelt, x9 = (np.full((rows, 1), sme.assemble(text), np.uint32)
+                   for text in (f"whilelt p1.{letter}, xzr, x10", "mov x9, #0"))
+    # per pixel: MOV W12 at each group of slices, x9 += n in ADD immediates of 12 bits (the high
+    # part shifted by 12), ST1
+    j = np.arange(g.dim)
+    valid = j < pixels[:, None]
+    high, low = g.n >> 12, g.n & 0xFFF
+    pixel = np.stack(np.broadcast_arrays(
+        _encode("movz_w", rd=12, imm16=j), _encode("add_x", rd=9, rn=9, imm12=high, sh=1),
+        _encode("add_x", rd=9, rn=9, imm12=low),
+        _encode(form, zat=tile[:, None], v=1, off=j % offsets, pg=partial, rn=8, rm=9)), axis=2)
+    pixel_used = np.stack([valid & (j % offsets == 0), valid & (j > 0) & bool(high),
+                           valid & (j > 0) & bool(low), valid], axis=2)
+    words = np.concatenate([x10, whilelt, x8, x9, pixel.reshape(rows, -1)], axis=1)
+    used = np.concatenate([x10_used & partial, partial, x8_used, np.ones((rows, 1), bool),
+                           pixel_used.reshape(rows, -1)], axis=1)
+    return words[used], used.sum(axis=1)
+
+
+def _by_block(words: np.ndarray, counts: np.ndarray, rows: list[int]) -> list[np.ndarray]:
+    """Code made of rows (``counts`` words each) cut into blocks of ``rows`` rows each."""
+    ends = np.cumsum(counts)[np.cumsum(rows) - 1]
+    return np.split(words, ends[:-1])
+
+
+def gemm_words(gemm: Gemm) -> np.ndarray:
+    """The A64 words of ``gemm`` (the machine must be in streaming mode with ZA on): PTRUE,
+    then per block the MOVs of its stream registers, its first loads, the previous block's
+    stores, ZERO and its K steps; the last block's stores. Each distinct instruction is encoded
+    once and the code laid out with numpy (``_body``, ``_stores``): no Python per instruction."""
+    blocks = _blocks(gemm)
+    bodies = {shape: _body(gemm, shape) for shape in {shape for shape, _, _ in blocks}}
+    registers = [reg for _, addrs, _ in blocks for reg in range(len(addrs))]
+    words, used = sme.mov_words(registers, [a for _, addrs, _ in blocks for a in addrs])
+    moves = _by_block(words[used], used.sum(axis=1), [len(addrs) for _, addrs, _ in blocks])
+    stores = _by_block(*_stores(gemm, [t for *_, tiles in blocks for t in tiles]),
+                       [len(tiles) for *_, tiles in blocks])
+    pieces = [np.uint32([sme.assemble("ptrue p0.b")])]
+    for i, (shape, _, _) in enumerate(blocks):
+        first_loads, k_steps = bodies[shape]
+        pieces += [moves[i], first_loads, *stores[i - 1:i], k_steps]   # stores: the previous
+    pieces.append(stores[-1])
+    return np.concatenate(pieces)
