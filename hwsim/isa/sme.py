@@ -637,13 +637,18 @@ def _mov_pseudo(text: str) -> tuple[tuple[Form, tuple, int], ...] | None:
     return tuple(steps)
 
 
+# the move wide (immediate) class with its opcode as a field: MOVN 0, MOVZ 2, MOVK 3 (the
+# rows of FORMS fix it), to encode mixed sequences of the three at once
+_MOVE_WIDE = {bits: _word(f"move wide {bits}", f"{bits // 64} opc:2 100101 hw:2 imm16:16 rd:5")
+              for bits in (32, 64)}
+
+
 def mov_words(rd, values, bits: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """The instructions of ``mov Xd, #value`` (``bits`` 64; ``mov Wd`` for 32) for arrays of
     registers and unsigned values at once: words [..., bits // 16] (uint32) and which of them
     the program holds (``words[used]``, row-major, is the code). One MOVZ or MOVN when it holds
     the value, as the assembler picks; else the ``mov`` pseudo-instruction's expansion: MOVZ, or
     MOVN when fewer halfwords differ from 0xFFFF than from 0, then a MOVK per other halfword."""
-    rd = np.asarray(rd, np.int64)[..., None]
     values = np.asarray(values, np.uint64)[..., None]
     hw = np.arange(bits // 16)
     chunks = (values >> (16 * hw).astype(np.uint64) & np.uint64(0xFFFF)).astype(np.int64)
@@ -652,11 +657,9 @@ def mov_words(rd, values, bits: int = 64) -> tuple[np.ndarray, np.ndarray]:
     used = np.where(invert, ~ones, ~zero)
     used[..., 0] |= ~used.any(axis=-1)         # 0 and all ones: one MOVZ/MOVN #0
     first = hw == np.argmax(used, axis=-1)[..., None]
-    wide = "x" if bits == 64 else "w"
-    movk = FORM[f"movk_{wide}"].word.encode_array(rd=rd, imm16=chunks, hw=hw)
-    movz = FORM[f"movz_{wide}"].word.encode_array(rd=rd, imm16=chunks, hw=hw)
-    movn = FORM[f"movn_{wide}"].word.encode_array(rd=rd, imm16=chunks ^ 0xFFFF, hw=hw)
-    words = np.where(first, np.where(invert, movn, movz), movk)
+    words = _MOVE_WIDE[bits].encode_array(
+        rd=np.asarray(rd)[..., None], hw=hw, opc=np.where(first, np.where(invert, 0, 2), 3),
+        imm16=np.where(first & invert, chunks ^ 0xFFFF, chunks))
     return words.astype(np.uint32), used
 
 
