@@ -33,6 +33,7 @@ unsigned bytes (SUMOPA: zn signed, zm unsigned).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,7 @@ MODES = {m.name: m for m in (
     Mode("int8", 4, "i8", 4, "smopa", "ld1b_si", 2, "i32"),
 )}
 PIXEL_TILES = 2
+STREAMS = 4             # load streams of a block at most, stream i based in register xi
 REGISTERS = 32          # Z registers the operand loads rotate over
 REACH = 8               # LD1's immediate reaches vectors #-8..7 (mul vl) from its base register
 # by tile element size: ST1 of a vertical slice, slices per W12 value (.S 0..3, .H 0..7), and
@@ -168,43 +170,60 @@ def _blocks(g: Gemm) -> list[tuple[_Shape, list[int], list[tuple]]]:
     return blocks
 
 
-def _encode(form: str, **fields) -> np.ndarray:
-    return sme.FORM[form].word.encode_array(**fields).astype(np.uint32)
+@functools.lru_cache(maxsize=None)
+def _grid(form: str, **fields) -> np.ndarray:
+    """The words of ``form`` for every combination of the fields given as ranges (an axis
+    each, in order; the other fields fixed): each distinct instruction encoded once, then
+    gathered."""
+    axes = [name for name, value in fields.items() if isinstance(value, range)]
+    grids = np.meshgrid(*(np.array(fields[name]) for name in axes), indexing="ij")
+    words = sme.FORM[form].word.encode_array(**{**fields, **dict(zip(axes, grids))})
+    words = words.astype(np.uint32)
+    words.flags.writeable = False
+    return words
 
 
-def _body(g: Gemm, shape: _Shape) -> tuple[np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=256)
+def _body(mode: Mode, unsigned: bool, svl_bytes: int, steps: int,
+          shape: _Shape) -> tuple[np.ndarray, np.ndarray]:
     """The code of a block of ``shape`` after its MOVs, in two parts around the previous block's
     stores: the loads of the first ``rotation - 1`` K steps, then ZERO and the K steps (the
-    loads of the step ``rotation - 1`` ahead, then the outer products)."""
+    loads of the step ``rotation - 1`` ahead, then the outer products). The same for every
+    block of this shape and GEMM shape: it holds no address."""
     counts = np.array(shape.counts)
     loads = int(counts.sum())
     rotation = REGISTERS // loads          # K steps whose operands the Z registers hold
     stream = np.repeat(np.arange(len(counts)), counts)    # of each load of a K step
     first = np.cumsum(counts) - counts                     # each stream's first load
-    step = np.arange(g.steps)[:, None]
+    step = np.arange(steps)[:, None]
+    turn = step % rotation * loads                         # the step's first Z register
     index = step * np.array(shape.strides)[stream] + np.arange(loads) - first[stream]
     # Every stride divides REACH, so a stream reaches each multiple of REACH: its base register
     # advances by REACH vectors (ADD) right before that vector's load.
     assert REACH % np.lcm.reduce(shape.strides) == 0
-    add = _encode("add_x", rd=stream, rn=stream, imm12=REACH * g.svl_bytes)
-    ld = _encode(g.mode.load, zt=step % rotation * loads + np.arange(loads), rn=stream,
-                 imm=index % REACH)
+    add = _grid("add_x", rd=range(STREAMS), rn=range(STREAMS), imm12=REACH * svl_bytes)
+    ld = _grid(mode.load, zt=range(REGISTERS), rn=range(STREAMS), imm=range(REACH))
     # one row per K step: ADD (if any) and LD1 of each load
-    words = np.stack(np.broadcast_arrays(add, ld), axis=2).reshape(g.steps, 2 * loads)
+    words = np.stack(np.broadcast_arrays(add[stream, stream],
+                                         ld[turn + np.arange(loads), stream, index % REACH]),
+                     axis=2).reshape(steps, 2 * loads)
     used = np.stack([(index % REACH == 0) & (index > 0), np.ones_like(index, bool)],
                     axis=2).reshape(words.shape)
-    ahead = min(rotation - 1, g.steps)
+    ahead = min(rotation - 1, steps)
     late, late_used = np.zeros_like(words), np.zeros_like(used)   # the loads of step + ahead
-    late[:g.steps - ahead], late_used[:g.steps - ahead] = words[ahead:], used[ahead:]
+    late[:steps - ahead], late_used[:steps - ahead] = words[ahead:], used[ahead:]
     tile, ws, wv, xs, xv = np.array(shape.products).T
-    turn = step % rotation * loads
-    mopa = "sumopa" if g.unsigned else g.mode.mopa
-    products = _encode(mopa, zada=tile, zn=turn + first[ws] + wv, zm=turn + first[xs] + xv)
+    mopa = _grid("sumopa" if unsigned else mode.mopa, zada=range(mode.tile_bytes),
+                 zn=range(REGISTERS), zm=range(REGISTERS))   # ZA has tile_bytes tiles
+    products = mopa[tile, turn + first[ws] + wv, turn + first[xs] + xv]
     table = np.concatenate([late, products], axis=1)
     table_used = np.concatenate([late_used, np.ones(products.shape, bool)], axis=1)
-    letter = STORE[g.mode.tile_bytes][2]
+    letter = STORE[mode.tile_bytes][2]
     zero = sme.assemble("zero {" + ", ".join(f"za{t}.{letter}" for t, _, _ in shape.tiles) + "}")
-    return words[:ahead][used[:ahead]], np.concatenate([np.uint32([zero]), table[table_used]])
+    first_loads = words[:ahead][used[:ahead]]
+    k_steps = np.concatenate([np.uint32([zero]), table[table_used]])
+    first_loads.flags.writeable = k_steps.flags.writeable = False
+    return first_loads, k_steps
 
 
 def _stores(g: Gemm, tiles: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
@@ -215,9 +234,9 @@ def _stores(g: Gemm, tiles: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
     tile, c0, m0 = np.array(tiles, np.int64).T
     rows = len(tile)
     channels, pixels = np.minimum(g.dim, g.n - c0), np.minimum(g.dim, g.m - m0)
-    partial = (channels < g.dim)[:, None]
-    x10, x10_used = sme.mov_words(10, channels)
-    x8, x8_used = sme.mov_words(8, g.c_addr + (m0 * g.n + c0) * g.mode.tile_bytes)
+    partial = channels < g.dim
+    moves, moved = sme.mov_words([10, 8], np.stack(
+        [channels, g.c_addr + (m0 * g.n + c0) * g.mode.tile_bytes], axis=1))
     whilelt, x9 = (np.full((rows, 1), sme.assemble(text), np.uint32)
                    for text in (f"whilelt p1.{letter}, xzr, x10", "mov x9, #0"))
     # per pixel: MOV W12 at each group of slices, x9 += n in ADD immediates of 12 bits (the high
@@ -225,15 +244,18 @@ def _stores(g: Gemm, tiles: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
     j = np.arange(g.dim)
     valid = j < pixels[:, None]
     high, low = g.n >> 12, g.n & 0xFFF
+    st1 = _grid(form, zat=range(g.mode.tile_bytes), off=range(offsets), pg=range(2), v=1, rn=8,
+                rm=9)
     pixel = np.stack(np.broadcast_arrays(
-        _encode("movz_w", rd=12, imm16=j), _encode("add_x", rd=9, rn=9, imm12=high, sh=1),
-        _encode("add_x", rd=9, rn=9, imm12=low),
-        _encode(form, zat=tile[:, None], v=1, off=j % offsets, pg=partial, rn=8, rm=9)), axis=2)
+        _grid("movz_w", rd=12, imm16=range(g.dim)), _grid("add_x", rd=9, rn=9, imm12=high, sh=1),
+        _grid("add_x", rd=9, rn=9, imm12=low), st1[tile[:, None], j % offsets, partial[:, None] * 1]),
+        axis=2)
     pixel_used = np.stack([valid & (j % offsets == 0), valid & (j > 0) & bool(high),
                            valid & (j > 0) & bool(low), valid], axis=2)
-    words = np.concatenate([x10, whilelt, x8, x9, pixel.reshape(rows, -1)], axis=1)
-    used = np.concatenate([x10_used & partial, partial, x8_used, np.ones((rows, 1), bool),
-                           pixel_used.reshape(rows, -1)], axis=1)
+    words = np.concatenate([moves[:, 0], whilelt, moves[:, 1], x9, pixel.reshape(rows, -1)],
+                           axis=1)
+    used = np.concatenate([moved[:, 0] & partial[:, None], partial[:, None], moved[:, 1],
+                           np.ones((rows, 1), bool), pixel_used.reshape(rows, -1)], axis=1)
     return words[used], used.sum(axis=1)
 
 
@@ -247,9 +269,10 @@ def gemm_words(gemm: Gemm) -> np.ndarray:
     """The A64 words of ``gemm`` (the machine must be in streaming mode with ZA on): PTRUE,
     then per block the MOVs of its stream registers, its first loads, the previous block's
     stores, ZERO and its K steps; the last block's stores. Each distinct instruction is encoded
-    once and the code laid out with numpy (``_body``, ``_stores``): no Python per instruction."""
+    once (``_grid``) and the code laid out with numpy: no Python per instruction."""
     blocks = _blocks(gemm)
-    bodies = {shape: _body(gemm, shape) for shape in {shape for shape, _, _ in blocks}}
+    bodies = {shape: _body(gemm.mode, gemm.unsigned, gemm.svl_bytes, gemm.steps, shape)
+              for shape in {shape for shape, _, _ in blocks}}
     registers = [reg for _, addrs, _ in blocks for reg in range(len(addrs))]
     words, used = sme.mov_words(registers, [a for _, addrs, _ in blocks for a in addrs])
     moves = _by_block(words[used], used.sum(axis=1), [len(addrs) for _, addrs, _ in blocks])
