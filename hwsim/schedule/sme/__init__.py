@@ -18,6 +18,8 @@ scratch buffer placed first-fit by lifetime (a layer output lives until its last
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import replace
 
 import numpy as np
@@ -33,6 +35,10 @@ FLOAT_MODES = ("fp32", "bf16-widening", "bf16")
 DATAPATH = {"fp32": "fp32", "bf16-widening": "wide16", "bf16": "b16b16", "int8": "int8"}
 BASE = 0x1000          # mem below this stays unused (a null page)
 STORES = [form.word for form in sme.FORMS if form.op in ("st1_za", "st1_z")]
+# the opcode bits every store has (one test a word cuts the program down to its stores)
+STORE_MASK = functools.reduce(operator.and_, (w.const_mask for w in STORES)) & ~functools.reduce(
+    operator.or_, (w.const_bits ^ STORES[0].const_bits for w in STORES))
+STORE_BITS = STORES[0].const_bits & STORE_MASK
 ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "RESCALE", "CLAMP", "TABLE",
                          "CLZ", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT"})
 
@@ -203,9 +209,11 @@ class _Lower:
 
 def _writes(program: SmeProgram) -> np.ndarray:
     """Which instructions write memory: ST1 of ZA slices or Z registers, and the routines."""
-    words = program.words
-    found = np.zeros(len(words), bool)
+    found = np.zeros(len(program.words), bool)
+    maybe = np.flatnonzero((program.words & STORE_MASK) == STORE_BITS)
+    words, hit = program.words[maybe], np.zeros(len(maybe), bool)
     for store in STORES:
-        found |= (words & store.const_mask) == store.const_bits
+        hit |= (words & store.const_mask) == store.const_bits
+    found[maybe[hit]] = True
     found[list(program.routines)] = True
     return found

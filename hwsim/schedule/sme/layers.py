@@ -223,7 +223,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
     unsigned = quantized and plan.zp == -128
     correction = np.zeros(plan.n, np.int64)
     if quantized and not unsigned and plan.zp:
-        sums = np.concatenate([w.astype(np.int64).sum(axis=1) for w in plan.weights])
+        sums = np.concatenate(plan.weights).astype(np.int64).sum(axis=1)
         correction = -plan.zp * sums[:plan.n]
     probe = Gemm(mode, plan.m, plan.n, plan.k, 0, 0, 0, plan.group, unsigned, e.svl_bytes)
     x_count = probe.panel_elements()[1]
@@ -238,8 +238,9 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
         e.vec("pack", **{"in": x, "out": x_panels}, **plan.pack, **pack,
               group=plan.group or None, fill=0 if unsigned else plan.zp,
               offset=-128 if unsigned else None)
-        w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel())
-                                          for w in plan.weights]), mode.src)
+        # a group's rows are one panel block: the groups' panels are the stack's
+        w_panels = e.data(layouts.pack_panels(np.concatenate(plan.weights), *probe.w_panel()),
+                          mode.src)
     bias = np.resize(plan.bias if plan.bias is not None else 0, plan.n)  # a bias of [1]: all
     if quantized:
         bias = bias.astype(np.int64) + correction
