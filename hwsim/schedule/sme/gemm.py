@@ -63,6 +63,7 @@ MODES = {m.name: m for m in (
 )}
 PIXEL_TILES = 2
 STREAMS = 4             # load streams of a block at most, stream i based in register xi
+TILES = 4               # ZA tiles of a block at most
 REGISTERS = 32          # Z registers the operand loads rotate over
 REACH = 8               # LD1's immediate reaches vectors #-8..7 (mul vl) from its base register
 # by tile element size: ST1 of a vertical slice, slices per W12 value (.S 0..3, .H 0..7), and
@@ -120,12 +121,13 @@ class Gemm:
 @dataclass(frozen=True)
 class _Shape:
     """What the blocks of one shape (channel tiles x pixel tiles) share: each load stream's
-    vectors per K step and their stride in its panel, the outer products (tile, weight stream,
-    vector, activation stream, vector) in issue order, and the tiles (tile, channel tile, pixel
-    tile within the block)."""
+    vectors per K step, their stride in its panel and where it reads (panel: 0 weights, 1
+    activations; channel tile), the outer products (tile, weight stream, vector, activation
+    stream, vector) in issue order, and the tiles (tile, channel tile, pixel tile)."""
 
     counts: tuple
     strides: tuple
+    streams: tuple
     products: tuple
     tiles: tuple
 
@@ -136,38 +138,46 @@ def _shape(g: Gemm, cts: int, pts: int) -> _Shape:
     tiles = tuple((ct * PIXEL_TILES + pt if ct_n > 1 else pt, ct, pt) for ct, pt in pairs)
     if g.group:     # each channel tile is a group with its own panels
         counts, strides = (1,) * cts + (pts,) * cts, (1,) * cts + (PIXEL_TILES,) * cts
+        streams = tuple((panel, ct) for panel in (0, 1) for ct in range(cts))
         uses = [(ct, 0, cts + ct, pt) for ct, pt in pairs]
     else:
-        counts, strides = (cts, pts), (ct_n, PIXEL_TILES)
+        counts, strides, streams = (cts, pts), (ct_n, PIXEL_TILES), ((0, 0), (1, 0))
         uses = [(0, ct, 1, pt) for ct, pt in pairs]
-    return _Shape(counts, strides, tuple((t[0], *u) for t, u in zip(tiles, uses)), tiles)
+    products = tuple((t[0], *u) for t, u in zip(tiles, uses))
+    return _Shape(counts, strides, streams, products, tiles)
 
 
-def _blocks(g: Gemm) -> list[tuple[_Shape, list[int], list[tuple]]]:
-    """Each output block: its shape, its streams' panel addresses (stream i in register xi)
-    and its tiles (tile, first channel, first pixel)."""
-    dim, vb, ct_n = g.dim, g.svl_bytes, g.mode.channel_tiles
-    elem = DTYPES[g.mode.src]
-    w_group, x_group = (e * elem // g.groups for e in g.panel_elements())
+def _padded(rows: tuple, n: int) -> np.ndarray:
+    """``rows`` as an [n, columns + 1] array: each row and a 1 (real), then rows of zeros."""
+    out = np.zeros((n, len(rows[0]) + 1), np.int64)
+    out[:len(rows)] = [(*row, 1) for row in rows]
+    return out
+
+
+def _columns(tables: list[np.ndarray], which: np.ndarray) -> np.ndarray:
+    """The columns of ``tables[which[i]]`` for each i: [columns, len(which), rows]."""
+    return np.moveaxis(np.array(tables)[which], -1, 0)
+
+
+def _blocks(g: Gemm) -> tuple:
+    """The output blocks in program order, as arrays: their shapes (``shapes[shape]``), their
+    streams' panel addresses (stream i in register xi) [blocks, STREAMS] and their tiles
+    (tile, first channel, first pixel) [blocks, TILES, 3], each with a mask of the real ones."""
+    dim, ct_n, span = g.dim, g.mode.channel_tiles, g.steps * g.svl_bytes   # a vector's panel
+    w_group, x_group = (e * DTYPES[g.mode.src] // g.groups for e in g.panel_elements())
     channel_tiles, pixel_tiles = -(-g.n // dim), -(-g.m // dim)
-    shapes: dict = {}
-    blocks = []
-    for cb in range(0, channel_tiles, ct_n):
-        cts = min(ct_n, channel_tiles - cb)
-        for pb in range(0, pixel_tiles, PIXEL_TILES):
-            pts = min(PIXEL_TILES, pixel_tiles - pb)
-            if (cts, pts) not in shapes:
-                shapes[cts, pts] = _shape(g, cts, pts)
-            shape = shapes[cts, pts]
-            x_off = pb * g.steps * vb
-            if g.group:
-                addrs = [g.w_addr + (cb + ct) * w_group for ct in range(cts)] + [
-                    g.x_addr + (cb + ct) * x_group + x_off for ct in range(cts)]
-            else:
-                addrs = [g.w_addr + cb * g.steps * vb, g.x_addr + x_off]
-            tiles = [(t, (cb + ct) * dim, (pb + pt) * dim) for t, ct, pt in shape.tiles]
-            blocks.append((shape, addrs, tiles))
-    return blocks
+    cb, pb = (a.reshape(-1, 1) for a in np.meshgrid(
+        np.arange(0, channel_tiles, ct_n), np.arange(0, pixel_tiles, PIXEL_TILES), indexing="ij"))
+    sizes, shape = np.unique(np.minimum(ct_n, channel_tiles - cb) * (PIXEL_TILES + 1) +
+                             np.minimum(PIXEL_TILES, pixel_tiles - pb), return_inverse=True)
+    shapes = [_shape(g, *divmod(int(size), PIXEL_TILES + 1)) for size in sizes]
+    shape = shape.reshape(-1)
+    panel, ct, streams = _columns([_padded(s.streams, STREAMS) for s in shapes], shape)
+    addrs = np.where(panel == 0, g.w_addr + (cb + ct) * (w_group if g.group else span),
+                     g.x_addr + (cb + ct) * (x_group if g.group else 0) + pb * span)
+    tile, tct, tpt, real = _columns([_padded(s.tiles, TILES) for s in shapes], shape)
+    tiles = np.stack([tile, (cb + tct) * dim, (pb + tpt) * dim], axis=-1)
+    return shapes, shape, addrs, streams == 1, tiles, real == 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -226,61 +236,77 @@ def _body(mode: Mode, unsigned: bool, svl_bytes: int, steps: int,
     return first_loads, k_steps
 
 
-def _stores(g: Gemm, tiles: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
-    """The stores of ``tiles`` (tile, first channel, first pixel), one row each: vertical slices
-    (one pixel's channels each) to the row-major output, predicated on the valid channels.
-    Returns the words in program order and each tile's count."""
+def _stores(g: Gemm, tiles: np.ndarray, real: np.ndarray, channels: np.ndarray,
+            moves: np.ndarray, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stores of ``tiles`` (rows of tile, first channel, first pixel; the ``real`` ones)
+    with their valid ``channels``, one row each: vertical slices (one pixel's channels each)
+    to the row-major output, predicated on the valid channels. ``moves``/``moved``: each tile's
+    MOVs of x10 (its channels) and x8 (its output), from ``sme.mov_words``. Returns the words
+    in program order and each row's count."""
     form, offsets, letter = STORE[g.mode.tile_bytes]
-    tile, c0, m0 = np.array(tiles, np.int64).T
-    rows = len(tile)
-    channels, pixels = np.minimum(g.dim, g.n - c0), np.minimum(g.dim, g.m - m0)
-    partial = channels < g.dim
-    moves, moved = sme.mov_words([10, 8], np.stack(
-        [channels, g.c_addr + (m0 * g.n + c0) * g.mode.tile_bytes], axis=1))
-    whilelt, x9 = (np.full((rows, 1), sme.assemble(text), np.uint32)
+    tile, pixels = tiles[:, 0], np.minimum(g.dim, g.m - tiles[:, 2])
+    partial, real = (channels < g.dim)[:, None], real[:, None]
+    whilelt, x9 = (np.full((len(tile), 1), sme.assemble(text), np.uint32)
                    for text in (f"whilelt p1.{letter}, xzr, x10", "mov x9, #0"))
     # per pixel: MOV W12 at each group of slices, x9 += n in ADD immediates of 12 bits (the high
     # part shifted by 12), ST1
     j = np.arange(g.dim)
-    valid = j < pixels[:, None]
+    valid = real & (j < pixels[:, None])
     high, low = g.n >> 12, g.n & 0xFFF
     st1 = _grid(form, zat=range(g.mode.tile_bytes), off=range(offsets), pg=range(2), v=1, rn=8,
                 rm=9)
     pixel = np.stack(np.broadcast_arrays(
         _grid("movz_w", rd=12, imm16=range(g.dim)), _grid("add_x", rd=9, rn=9, imm12=high, sh=1),
-        _grid("add_x", rd=9, rn=9, imm12=low), st1[tile[:, None], j % offsets, partial[:, None] * 1]),
+        _grid("add_x", rd=9, rn=9, imm12=low), st1[tile[:, None], j % offsets, partial * 1]),
         axis=2)
     pixel_used = np.stack([valid & (j % offsets == 0), valid & (j > 0) & bool(high),
                            valid & (j > 0) & bool(low), valid], axis=2)
-    words = np.concatenate([moves[:, 0], whilelt, moves[:, 1], x9, pixel.reshape(rows, -1)],
-                           axis=1)
-    used = np.concatenate([moved[:, 0] & partial[:, None], partial[:, None], moved[:, 1],
-                           np.ones((rows, 1), bool), pixel_used.reshape(rows, -1)], axis=1)
+    words = np.concatenate([moves[:, 0], whilelt, moves[:, 1], x9,
+                            pixel.reshape(len(tile), -1)], axis=1)
+    used = np.concatenate([moved[:, 0] & partial & real, partial & real, moved[:, 1] & real,
+                           real, pixel_used.reshape(len(tile), -1)], axis=1)
     return words[used], used.sum(axis=1)
 
 
-def _by_block(words: np.ndarray, counts: np.ndarray, rows: list[int]) -> list[np.ndarray]:
-    """Code made of rows (``counts`` words each) cut into blocks of ``rows`` rows each."""
-    ends = np.cumsum(counts)[np.cumsum(rows) - 1]
-    return np.split(words, ends[:-1])
+def _ragged(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``source[start:start + length]`` for each start and length, joined."""
+    ends = np.cumsum(lengths)
+    return source[np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1])]
+
+
+def _starts(lengths: np.ndarray, first: int) -> np.ndarray:
+    return first + np.cumsum(lengths) - lengths
 
 
 def gemm_words(gemm: Gemm) -> np.ndarray:
     """The A64 words of ``gemm`` (the machine must be in streaming mode with ZA on): PTRUE,
     then per block the MOVs of its stream registers, its first loads, the previous block's
     stores, ZERO and its K steps; the last block's stores. Each distinct instruction is encoded
-    once (``_grid``) and the code laid out with numpy: no Python per instruction."""
-    blocks = _blocks(gemm)
-    bodies = {shape: _body(gemm.mode, gemm.unsigned, gemm.svl_bytes, gemm.steps, shape)
-              for shape in {shape for shape, _, _ in blocks}}
-    registers = [reg for _, addrs, _ in blocks for reg in range(len(addrs))]
-    words, used = sme.mov_words(registers, [a for _, addrs, _ in blocks for a in addrs])
-    moves = _by_block(words[used], used.sum(axis=1), [len(addrs) for _, addrs, _ in blocks])
-    stores = _by_block(*_stores(gemm, [t for *_, tiles in blocks for t in tiles]),
-                       [len(tiles) for *_, tiles in blocks])
-    pieces = [np.uint32([sme.assemble("ptrue p0.b")])]
-    for i, (shape, _, _) in enumerate(blocks):
-        first_loads, k_steps = bodies[shape]
-        pieces += [moves[i], first_loads, *stores[i - 1:i], k_steps]   # stores: the previous
-    pieces.append(stores[-1])
-    return np.concatenate(pieces)
+    once (``_grid``) and the code laid out with numpy: no Python per block or instruction."""
+    shapes, shape, addrs, streams, tiles, real = _blocks(gemm)
+    tiles, real = tiles.reshape(-1, 3), real.reshape(-1)
+    channels = np.minimum(gemm.dim, gemm.n - tiles[:, 1])
+    outputs = gemm.c_addr + (tiles[:, 2] * gemm.n + tiles[:, 1]) * gemm.mode.tile_bytes
+    # every MOV at once: the blocks' stream registers, then each tile's x10 and x8
+    words, used = sme.mov_words(
+        np.concatenate([np.tile(np.arange(STREAMS), len(shape)), np.tile([10, 8], len(tiles))]),
+        np.concatenate([addrs.reshape(-1), np.stack([channels, outputs], axis=1).reshape(-1)]))
+    moved = used[:addrs.size] & streams.reshape(-1, 1)
+    move_counts = moved.reshape(len(shape), -1).sum(axis=1)
+    stores, store_counts = _stores(gemm, tiles, real, channels, *(
+        m[addrs.size:].reshape(len(tiles), 2, -1) for m in (words, used)))
+    store_counts = store_counts.reshape(len(shape), -1).sum(axis=1)
+    bodies = [part for s in shapes for part in
+              _body(gemm.mode, gemm.unsigned, gemm.svl_bytes, gemm.steps, s)]
+    source = np.concatenate([np.uint32([sme.assemble("ptrue p0.b")]),
+                             words[:addrs.size][moved], stores, *bodies])
+    body_lengths = np.array([len(part) for part in bodies])
+    body_starts = _starts(body_lengths, 1 + move_counts.sum() + len(stores))
+    store_starts = _starts(store_counts, 1 + move_counts.sum())
+    previous = np.concatenate([[0], store_counts[:-1]])       # the previous block's stores
+    starts = np.stack([_starts(move_counts, 1), body_starts[2 * shape],
+                       store_starts - previous, body_starts[2 * shape + 1]], axis=1)
+    lengths = np.stack([move_counts, body_lengths[2 * shape], previous,
+                        body_lengths[2 * shape + 1]], axis=1)
+    return _ragged(source, np.concatenate([[0], starts.reshape(-1), store_starts[-1:]]),
+                   np.concatenate([[1], lengths.reshape(-1), store_counts[-1:]]))
