@@ -135,7 +135,6 @@ class _Lower:
         self.graph, self.layers, self.options = graph, layers, options
         end = machine.params.mem_size
         self.e = sl.Emitter(MODES[options.mode], machine.state.svl_bytes, sl.Memory(BASE, end))
-        self.layer_of: list[int] = []
         self.refs: dict = {}
         self.root = {}                   # tensor -> the tensor whose bytes it shares (views)
         self.last = self._lifetimes()
