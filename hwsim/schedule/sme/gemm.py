@@ -29,6 +29,12 @@ A grouped GEMM (``group`` > 0, depthwise convolution) gives each group of ``grou
 (one tile's rows) its own K panels of both operands; a block's two channel tiles then load their
 own activations. int8 weights are signed; activations are signed (SMOPA) or, when ``unsigned``,
 unsigned bytes (SUMOPA: zn signed, zm unsigned).
+
+``gemm_words`` writes the program as an array of A64 words with numpy, not instruction by
+instruction (a 512^3 GEMM is over a million): each distinct instruction is encoded once into a
+table (``_grid``), a block's loads and outer products depend only on its shape and are one table
+per shape (``_body``), the stores one row per tile (``_stores``), and one gather joins them
+(docs/sme-lowering.md). ``tests/sme_gemm_oracle.py`` writes the same program line by line.
 """
 
 from __future__ import annotations
