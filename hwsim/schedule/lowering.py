@@ -16,7 +16,8 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
   with the layer it belongs to, with the memory image to load before the run, where the graph
   inputs and outputs live, and where each layer's output can be read once its writers have
   committed (``Checkpoint``);
-* ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
+* ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``), or
+  ``lines(program)``: the whole program's (default: ``text`` of each instruction);
 * optionally ``rewrite(graph, options)`` (the graph it actually runs) and
   ``compute_types(options)`` (the narrower float format it computes in, for ``--check``);
 * ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
@@ -147,8 +148,8 @@ class Checkpoint:
 class Lowered:
     """A lowered program and what the scheduler needs to run and judge it."""
 
-    program: list
-    layer_of: list                      # layer index of each instruction
+    program: object                     # a list of instructions, or a machine's arrays (SME)
+    layer_of: object                    # layer index of each instruction: a list or an array
     image: list                         # (space, addr, uint8 bytes) loaded before the run
     inputs: dict                        # graph input name -> Placement
     outputs: dict                       # graph output name -> Placement
@@ -204,6 +205,9 @@ class Lowering:
 
     def text(self, instr) -> str:
         raise NotImplementedError
+
+    def lines(self, program) -> list[str]:
+        return [self.text(instr) for instr in program]
 
     def roofs(self, params) -> dict:
         raise NotImplementedError
