@@ -68,10 +68,11 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
         for d in range(dep_ptr[i], dep_ptr[i + 1]):
             r, mode = dep_res[d], dep_mode[d]
             need = m + 2 + nunits
-            node = part_head[r]
-            while node >= 0:
-                need += 1
-                node = part_next[node]
+            if mode != DEP_PART:
+                node = part_head[r]
+                while node >= 0:
+                    need += 1
+                    node = part_next[node]
             if need > dep.shape[0]:
                 dep, flags, reason = _grow(dep, need), _grow(flags, need), _grow(reason, need)
             first = m
