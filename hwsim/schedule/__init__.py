@@ -128,7 +128,8 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     start = time.perf_counter()
     stats = attribute(sim.result, lowered, low, len(layers))
     rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
-    report = Report(name or model_name, low.target, options.mode, options.weight_bits,
+    report = Report(name or model_name, low.target, options.mode,
+                    low.stored_weight_bits(graph, options),
                     sim.result.clock_hz, sim.result.cycles, rows, stats["totals"], run_params,
                     sim.outputs, numerics=numerics, result=sim.result)
     wall["attribute"] = time.perf_counter() - start
@@ -165,9 +166,8 @@ def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
     if low.bit_exact(options.mode):
         from hwsim.tosa.reference import run_graph
         expected = run_graph(graph, [feeds[t.name] for t in graph.inputs])
-    return write_trace(Path(path), low, options, name or model_name, layers, lowered, feeds,
-                       expected,
-                       {**options.params, **run_params})
+    return write_trace(Path(path), low, options, graph, name or model_name, layers, lowered,
+                       feeds, expected, {**options.params, **run_params})
 
 
 __all__ = ["estimate", "compile_model", "prepare", "lowering", "Report", "Lowering",

@@ -211,6 +211,13 @@ class Lowering:
     def default_mode(self, graph: Graph) -> str:
         return self.modes[0]
 
+    def stored_weight_bits(self, graph: Graph, options: Options) -> int | None:
+        """The width weights are requantised to, where this lowering requantises them (its
+        ``weight_bits`` offers a choice) and ``graph`` is integer; else None: the weights keep
+        the graph's own type, and a report names no width."""
+        integer = not any(t.dtype.is_float for op in graph for t in op.inputs + op.outputs)
+        return options.weight_bits if len(self.weight_bits) > 1 and integer else None
+
     def bit_exact(self, mode: str) -> bool:
         return mode == "exact"
 

@@ -72,7 +72,7 @@ class Report:
     model: str
     target: str
     mode: str
-    weight_bits: int
+    weight_bits: int | None     # None: the lowering keeps the graph's weights as they are
     clock_hz: float
     cycles: int
     layers: list
@@ -157,8 +157,10 @@ class Report:
         return "\n".join(lines) + "\n"
 
     def _headline(self) -> str:
-        return (f"{self.model} on {self.target} ({self.mode} mode, {self.weight_bits}-bit "
-                f"weights{'' if self.numerics else ', timing only'}): {self.cycles:,} cycles, "
+        how = [f"{self.mode} mode"] + ([f"{self.weight_bits}-bit weights"]
+                                       if self.weight_bits is not None else []) + (
+            [] if self.numerics else ["timing only"])
+        return (f"{self.model} on {self.target} ({', '.join(how)}): {self.cycles:,} cycles, "
                 f"{self.seconds * 1e3:.3f} ms at {self.clock_hz / 1e6:g} MHz, "
                 f"{self.macs:,} MACs")
 
