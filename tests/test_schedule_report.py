@@ -1,6 +1,8 @@
 """What the scheduler's report says: the headline, the verdict columns, the machine
 configuration in the JSON, and the notes that explain a row."""
 
+import math
+
 import hwsim
 from hwsim.tosa import models
 
@@ -20,3 +22,23 @@ def test_the_headline_names_a_weight_width_only_where_weights_are_requantised():
     assert gap9.weight_bits == 4
     assert "on gap9 (exact mode, 4-bit weights, timing only)" in gap9.table().splitlines()[0]
     assert gap9.to_json()["weight_bits"] == 4 and hmx.to_json()["weight_bits"] is None
+
+
+def test_fp32_layers_on_hmx_lead_with_their_fp16_verdict_and_finite_errors():
+    graph = models.model("resnet8", dtype="fp32", width=0.5, resolution=16)
+    report = hwsim.estimate(graph, "hmx", check=True)
+    narrow = [row for row in report.layers if row.verdict.narrow is not None]
+    assert narrow and all(math.isfinite(v.max_err) for row in report.layers
+                          for v in (row.verdict, row.verdict.narrow) if v is not None)
+    for row in narrow:   # FP32 outside its bound: the cell says what FP16 makes of it first
+        v = row.verdict
+        assert v.brief().startswith(f"{v.narrow.status} as fp16") and "; fp32: deviates (" \
+            in v.brief()
+        assert v.narrow.status == "exact" or v.narrow.max_err <= 1.0, v.brief()
+    relu = [row for row in narrow if row.kind == "CONV2D+CLAMP"]
+    assert relu and all(row.verdict.max_err < 2 ** 13 for row in relu)  # a golden zeroed by
+    # the ReLU no longer makes it infinite: errors count in ulps of the products' size
+    header, first = report.csv().splitlines()[:2]
+    cells = dict(zip(header.split(","), first.split(",")))
+    assert (cells["type"], cells["err_unit"], cells["narrow_type"]) == ("fp32", "ULP", "fp16")
+    assert cells["narrow_verdict"] in ("exact", "compliant")
