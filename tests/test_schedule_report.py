@@ -1,6 +1,7 @@
 """What the scheduler's report says: the headline, the verdict columns, the machine
 configuration in the JSON, and the notes that explain a row."""
 
+import json
 import math
 
 import hwsim
@@ -42,3 +43,16 @@ def test_fp32_layers_on_hmx_lead_with_their_fp16_verdict_and_finite_errors():
     cells = dict(zip(header.split(","), first.split(",")))
     assert (cells["type"], cells["err_unit"], cells["narrow_type"]) == ("fp32", "ULP", "fp16")
     assert cells["narrow_verdict"] in ("exact", "compliant")
+
+
+def test_the_json_report_carries_the_whole_machine_configuration():
+    graph = models.model("autoencoder", width=0.25, resolution=64)
+    report = hwsim.estimate(graph, "gap9", params={"l2_bytes_per_cycle": "4"}, numerics=False)
+    data = json.loads(report.json())
+    assert set(data["params"]) == {row.name for row in hwsim.machine("gap9").PARAMS}
+    assert data["params"]["l2_bytes_per_cycle"] == 4
+    assert data["params"]["clock_hz"] == hwsim.machine("gap9").params.clock_hz
+    assert data["param_origins"] == {"l2_bytes_per_cycle": "user", "ne16_timeline": "lowering"}
+    again = hwsim.estimate(graph, "gap9", params=data["params"], numerics=False)
+    assert again.cycles == report.cycles and again.params == report.params
+    assert hwsim.estimate(graph, "gap9", numerics=False).cycles != report.cycles

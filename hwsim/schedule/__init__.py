@@ -71,6 +71,16 @@ def _machine(low: Lowering, overrides: dict):
     return cls(**arch), {**low.machine_params, **timing}
 
 
+def _configuration(machine, low: Lowering, overrides: dict) -> tuple[dict, dict]:
+    """Every parameter the run's machine has, with its value, and who set those that are not
+    the machine's defaults: "lowering" (``Lowering.machine_params``) or "user" (overrides)."""
+    values = machine.params.copy()
+    values.update(low.machine_params, origin="lowering")
+    values.update(overrides, origin="user")
+    return values.as_dict(), {row.name: origin for row, _, origin in values.rows()
+                              if origin in ("lowering", "user")}
+
+
 @contextlib.contextmanager
 def _no_cycle_collection():
     """Pause the cyclic garbage collector (as ``Engine.run`` does): an estimate makes many
@@ -130,8 +140,9 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
     report = Report(name or model_name, low.target, options.mode,
                     low.stored_weight_bits(graph, options),
-                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"], run_params,
-                    sim.outputs, numerics=numerics, result=sim.result)
+                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"],
+                    *_configuration(machine, low, options.params), sim.outputs,
+                    numerics=numerics, result=sim.result)
     wall["attribute"] = time.perf_counter() - start
     if check:
         start = time.perf_counter()

@@ -95,7 +95,9 @@ class Report:
     cycles: int
     layers: list
     totals: dict
-    params: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)          # every machine parameter -> value
+    param_origins: dict = field(default_factory=dict)   # those not at their default -> who set
+    # them: "user" (an override) or "lowering" (the value its programs are meant to run with)
     outputs: dict = field(default_factory=dict)          # graph output -> simulated values
     output_verdicts: dict = field(default_factory=dict)  # graph output -> Verdict
     wall: dict = field(default_factory=dict)             # seconds per phase
@@ -117,7 +119,8 @@ class Report:
         return {"model": self.model, "target": self.target, "mode": self.mode,
                 "weight_bits": self.weight_bits, "clock_hz": self.clock_hz,
                 "cycles": self.cycles, "seconds": self.seconds, "macs": self.macs,
-                "numerics": self.numerics, "params": self.params, "totals": self.totals,
+                "numerics": self.numerics, "params": self.params,
+                "param_origins": self.param_origins, "totals": self.totals,
                 "wall_seconds": self.wall,
                 "outputs": {k: v.tolist() for k, v in self.outputs.items()},
                 "output_verdicts": {k: str(v) for k, v in self.output_verdicts.items()},
