@@ -56,3 +56,16 @@ def test_the_json_report_carries_the_whole_machine_configuration():
     again = hwsim.estimate(graph, "gap9", params=data["params"], numerics=False)
     assert again.cycles == report.cycles and again.params == report.params
     assert hwsim.estimate(graph, "gap9", numerics=False).cycles != report.cycles
+
+
+def test_a_first_reshape_on_hmx_says_it_carries_the_input_conversion_and_first_weights():
+    graph = autoencoder_fp32()
+    report = hwsim.estimate(graph, "hmx", numerics=False)
+    first = report.layers[0]
+    assert first.kind == "RESHAPE" and first.macs == 0 and first.cycles > 0
+    x = graph.inputs[0]
+    assert first.notes == [
+        "counts the program's work before the layers: input input from DDR "
+        f"({x.nbytes:,} bytes), converted FP32 to FP16 on HVX; the DMA of layer 1's first "
+        f"{first.bytes['DDR'] - x.nbytes:,} bytes of weights started (its bytes count here)"]
+    assert first.bytes["DDR"] > x.nbytes and first.units == ("cvt", "dma", "hvx", "mpy")

@@ -80,7 +80,7 @@ class HmxLowering(Lowering):
                      for t in graph.outputs},
             checkpoints=_checkpoints(graph, layers, planned, writers),
             units={i: tuple(sorted(u)) for i, u in units.items()},
-            notes={i: [_note(plan) for plan in plans] for i, plans in planned.plans.items()},
+            notes=_notes(layers, planned),
             params={"vtcm_base": params.vtcm_base, "vtcm_size": params.vtcm_size})
 
     def text(self, instr) -> str:
@@ -104,6 +104,18 @@ def _checkpoints(graph, layers, planned, writers) -> dict:
         place = Placement("vtcm", planned.where[t.name], t.dtype.name, t.shape, storage="fp16")
         out[layer.index] = Checkpoint(place, frozenset(writers.get(source, ())))
     return out
+
+
+def _notes(layers, planned) -> dict:
+    """Each HMX layer's plan; the first and last layers also say what the program does before
+    and after the layers, which is counted in them (a RESHAPE first costs nothing itself)."""
+    notes = {i: [_note(plan) for plan in plans] for i, plans in planned.plans.items()}
+    for index, what, steps in ((0, "before", planned.start),
+                               (len(layers) - 1, "after", planned.finish)):
+        if steps:
+            notes.setdefault(index, []).insert(0, f"counts the program's work {what} the "
+                                                  f"layers: {'; '.join(steps)}")
+    return notes
 
 
 def _note(plan) -> str:
