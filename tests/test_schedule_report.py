@@ -4,8 +4,11 @@ configuration in the JSON, and the notes that explain a row."""
 import json
 import math
 
+import numpy as np
+
 import hwsim
 from hwsim.tosa import models
+from hwsim.tosa.builder import GraphBuilder
 
 SMALL_FP32 = dict(dtype="fp32", width=0.25, resolution=64)
 
@@ -69,3 +72,21 @@ def test_a_first_reshape_on_hmx_says_it_carries_the_input_conversion_and_first_w
         f"({x.nbytes:,} bytes), converted FP32 to FP16 on HVX; the DMA of layer 1's first "
         f"{first.bytes['DDR'] - x.nbytes:,} bytes of weights started (its bytes count here)"]
     assert first.bytes["DDR"] > x.nbytes and first.units == ("cvt", "dma", "hvx", "mpy")
+
+
+def test_gap9_says_why_a_matrix_layer_is_not_on_ne16():
+    b = GraphBuilder("conv")
+    x = b.input((2, 6, 6, 16), "int8")
+    weight = b.const(np.full((16, 3, 3, 16), 3, np.int8), "int8")
+    acc = b.conv2d(x, weight, b.const(np.zeros(16, np.int32), "int32"), pad=(1, 1, 1, 1))
+    graph = b.build(b.rescale(acc, 1 / 500, "int8"))
+    two = hwsim.estimate(graph, "gap9", numerics=False)
+    assert two.layers[0].units == ("cluster", "dma")
+    assert two.layers[0].notes == [
+        "on the cluster, not NE16: batch 2: this lowering gives NE16 batch-1 layers only"]
+    assert "note: layer 0: on the cluster, not NE16: batch 2" in two.table()
+    one = hwsim.estimate(models.model("ds_cnn", width=0.25, resolution=25), "gap9",
+                         numerics=False)
+    assert one.layers[0].notes == ["on the cluster, not NE16: NE16 takes 3x3 filters at stride "
+                                   "1 or 2 and unpadded 1x1 at stride 1, not 10x4 at stride 2x2"]
+    assert all(not row.notes for row in one.layers if "ne16" in row.units)
