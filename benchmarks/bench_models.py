@@ -140,7 +140,7 @@ def measure(name: str, source: str, graph, target: str, repeat: int, mode: str |
 def report_graph(graph, target: str, mode: str | None):
     """The graph the target actually runs (after its rewrite, e.g. HMX dequantise)."""
     low = lowering(target)
-    return low.rewrite(graph, low.options(mode or low.default_mode(graph)))
+    return low.rewrite(graph, low.options(mode or low.default_mode(graph))).graph
 
 
 def cases(target: str) -> list:

@@ -17,7 +17,9 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
   inputs and outputs live, and where each layer's output can be read once its writers have
   committed (``Checkpoint``);
 * ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
-* optionally ``rewrite(graph, options)`` (the graph it actually runs) and
+* optionally ``rewrite(graph, options)`` (a ``Rewritten``: the graph it actually runs; for an
+  integer graph run in float LSB units, also the integer graph and its zero points, so that
+  the scheduler feeds integer inputs, rounds results back and judges them against it) and
   ``compute_types(options)`` (the narrower float format it computes in, for ``--check``);
 * ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
   (bytes/cycle) by name, for the roofline plot;
@@ -52,6 +54,22 @@ class Options:
     weight_bits: int = 8
     params: dict = field(default_factory=dict)
     numerics: bool = True
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """The graph a lowering runs in place of the one it was given (``Lowering.rewrite``).
+    ``source``: the integer graph that ``graph`` computes in float LSB units, or None (the
+    graph runs as given); for its integer tensors, ``offsets``: the zero point their float
+    values omit, and ``units``: LSB per float unit where that is not 1 (q = value * unit +
+    offset); ``notes``: tensor name -> what the rewrite made of it, for the report row of the
+    layer producing it."""
+
+    graph: Graph
+    source: Graph | None = None
+    offsets: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -156,6 +174,7 @@ class Lowered:
     units: dict                         # layer index -> units it uses, e.g. ("ne16", "dma")
     notes: dict = field(default_factory=dict)    # layer index -> [text]
     params: dict = field(default_factory=dict)   # machine parameters the program assumes
+    rewritten: Rewritten | None = None           # what the scheduler lowered, when rewritten
 
 
 class Lowering:
@@ -185,10 +204,10 @@ class Lowering:
     def unsupported(self, op: Operator, options: Options) -> str | None:
         raise NotImplementedError
 
-    def rewrite(self, graph: Graph, options: Options) -> Graph:
+    def rewrite(self, graph: Graph, options: Options) -> Rewritten:
         """The graph the lowering runs (default: as given); the scheduler feeds, runs and
         judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one)."""
-        return graph
+        return Rewritten(graph)
 
     def compute_types(self, options: Options) -> tuple[str, str] | None:
         """(element type, accumulator type) the machine computes float layers in, when it is
