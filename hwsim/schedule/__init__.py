@@ -108,8 +108,10 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)
     lowered.rewritten = rewritten
-    for layer in layers:
-        lowered.notes.setdefault(layer.index, [])[:0] = rewritten.notes.get(layer.name, [])
+    for layer in layers:        # what the rewrite made of a layer comes first
+        if layer.name in rewritten.notes:
+            lowered.notes[layer.index] = rewritten.notes[layer.name] + lowered.notes.get(
+                layer.index, [])
     return graph, name, low, options, machine, run_params, layers, lowered
 
 

@@ -17,6 +17,9 @@ graph's (``Lowering.compute_types``, e.g. HMX's FP16), a layer outside its graph
 judged again as that type's operator, on the same inputs rounded to it (``Verdict.narrow``):
 within that bound, the deviation is the format's, not an error. A lowering may judge a layer
 itself instead (``Lowering.judge``: SME's BF16 dot products, judged on BF16-rounded operands).
+When the lowering ran an integer graph in float LSB units (``Rewritten.source``: HMX's
+dequantise mode), every int8 layer and output is also judged as the integer model, in LSB
+(``Verdict.requantised``, ``hwsim.schedule.requantise``).
 """
 
 from __future__ import annotations

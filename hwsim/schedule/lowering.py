@@ -206,7 +206,8 @@ class Lowering:
 
     def rewrite(self, graph: Graph, options: Options) -> Rewritten:
         """The graph the lowering runs (default: as given); the scheduler feeds, runs and
-        judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one)."""
+        judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one,
+        and the ``Rewritten`` says how to go back to the int8 model's values)."""
         return Rewritten(graph)
 
     def compute_types(self, options: Options) -> tuple[str, str] | None:
