@@ -1,6 +1,7 @@
 """int8 graphs rewritten as FP32 graphs in LSB units, run on HMX and judged as int8 models."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,15 @@ def test_int8_mlperf_models_run_on_hmx_in_dequantise_mode(name):
     if name != "ad01_int8":
         assert any(note.startswith("the int8 softmax of ") for row in report.layers
                    for note in row.notes)
+
+
+@pytest.mark.slow
+def test_the_bundled_keyword_spotting_model_runs_on_hmx():
+    folder = Path(__file__).resolve().parents[1] / "examples" / "models"
+    report = hwsim.estimate(folder / "ds_cnn_int8.tosa", "hmx", mode="dequantise", check=True,
+                            inputs=np.load(folder / "ds_cnn_int8_input.npy"))
+    assert report.cycles == 44811
+    assert max(v.max_err for v in int8_layers(report).values()) <= 3
+    (output,) = report.output_verdicts.values()
+    assert output.requantised.max_err <= 1 and output.requantised.exact >= 11
+    assert report.layers[-1].notes[0].startswith("the int8 softmax of ")
