@@ -92,6 +92,9 @@ def cmd_run(args) -> int:
     finally:
         progress.close()
     print(result.summary())
+    passed = [check["message"] for check in result.stats["expects"] if not check["differ"]]
+    if passed:
+        print("\n" + "\n".join(passed))
     if args.json:
         result.write_json(args.json)
     if args.timeline:

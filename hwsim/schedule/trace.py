@@ -30,14 +30,15 @@ def _npy(path: Path, array: np.ndarray) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def write_trace(path: Path, low, options, model: str, layers: list, lowered, feeds: dict,
-                expected: dict | None, params: dict) -> Path:
+def write_trace(path: Path, low, options, graph, model: str, layers: list, lowered,
+                feeds: dict, expected: dict | None, params: dict) -> Path:
     path = path if path.suffix == ".trace" else path.with_suffix(".trace")
     folder, stem = path.parent, path.stem
     folder.mkdir(parents=True, exist_ok=True)
+    bits = low.stored_weight_bits(graph, options)
     head = [f"// {model} lowered for {low.target} by hwsim compile: {options.mode} mode, "
-            f"{options.weight_bits}-bit weights, {len(layers)} layers, "
-            f"{len(lowered.program)} instructions",
+            + (f"{bits}-bit weights, " if bits is not None else "")
+            + f"{len(layers)} layers, {len(lowered.program)} instructions",
             f".target {low.target}"]
     head += [f".param {key} {value}" for key, value in params.items()]
     spaces: dict[str, list] = {}

@@ -119,10 +119,8 @@ class Machine:
             result = self._simulate(program, numerics, engine, progress, watcher)
         finally:
             self.timing = self.params
-        for action in after:
-            message = action()
-            if message:
-                result.expect_failures.append(message)
+        result.stats["expects"] = [check for check in (action() for action in after) if check]
+        result.expect_failures += [c["message"] for c in result.stats["expects"] if c["differ"]]
         return result
 
     def program(self, items):
@@ -178,7 +176,9 @@ class Machine:
         space, addr = self._range(d, data.size)
         return lambda: space.write(addr, data)
 
-    def _after_action(self, d: Directive, base: Path) -> Callable[[], str | None]:
+    def _after_action(self, d: Directive, base: Path) -> Callable[[], dict | None]:
+        """``.store`` writes (and returns None); ``.expect`` returns what it compared: the
+        region and file (``what``), ``bytes``, how many ``differ`` and the ``message``."""
         if d.name == ".store":
             nbytes = d.args[2].integer("NBYTES")
             space, addr = self._range(d, nbytes)
@@ -187,15 +187,20 @@ class Machine:
         expected = _read_file(d.args[2], base, ".expect")
         space, addr = self._range(d, expected.size)
 
-        def check() -> str | None:
+        what = f"{space.name}:{addr:#x} {d.args[2].text}"
+
+        def check() -> dict:
             found = space.read(addr, expected.size)
             differ = np.flatnonzero(found != expected)
             if differ.size == 0:
-                return None
-            i = int(differ[0])
-            return (f"{d.loc}: .expect {space.name}:{addr:#x} {d.args[2].text}: "
-                    f"{differ.size} of {expected.size} bytes differ; first at {addr + i:#x}: "
-                    f"expected {expected[i]:#04x}, found {found[i]:#04x}")
+                message = f"expect {what}: {expected.size} bytes match"
+            else:
+                i = int(differ[0])
+                message = (f"{d.loc}: .expect {what}: {differ.size} of {expected.size} bytes "
+                           f"differ; first at {addr + i:#x}: expected {expected[i]:#04x}, "
+                           f"found {found[i]:#04x}")
+            return {"what": what, "bytes": int(expected.size), "differ": int(differ.size),
+                    "message": message}
         return check
 
 
