@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from hwsim.schedule.lowering import Lowered, Lowering
@@ -127,16 +128,18 @@ def _measure(union: np.ndarray) -> int:
 
 
 def _intersection(a: np.ndarray, b: np.ndarray) -> int:
-    """Measure of the intersection of two merged interval sets."""
-    total, j = 0, 0
-    for start, end in a:
-        while j < len(b) and b[j, 1] <= start:
-            j += 1
-        k = j
-        while k < len(b) and b[k, 0] < end:
-            total += min(end, b[k, 1]) - max(start, b[k, 0])
-            k += 1
-    return int(total)
+    """Measure of the intersection of two merged interval sets: a sweep over both sets' edges,
+    counting the pieces that both cover."""
+    if not len(a) or not len(b):
+        return 0
+    points = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
+    ones = np.ones(len(a), np.int64), np.ones(len(b), np.int64)
+    in_a = np.concatenate([ones[0], -ones[0], 0 * ones[1], 0 * ones[1]])
+    in_b = np.concatenate([0 * ones[0], 0 * ones[0], ones[1], -ones[1]])
+    order = np.argsort(points, kind="stable")
+    points = points[order]
+    both = (np.cumsum(in_a[order]) > 0) & (np.cumsum(in_b[order]) > 0)
+    return int(np.diff(points)[both[:-1]].sum())
 
 
 @dataclass
@@ -179,38 +182,89 @@ CLASSES = ("compute", "movement", "other")
 def _exclusive(logs: dict, n_layers: int, total: int) -> np.ndarray:
     """Cycles charged to each layer, by the class of activity that won each piece of the
     timeline (module docstring): an array [class, layer]; idle pieces count as "other"."""
-    classes = [[s for k, s in logs.items() if k.endswith(":" + c)] for c in CLASSES]
-    every = [s for group in classes for s in group]
-    points = np.unique(np.concatenate([[0, total]] + [s.rows.reshape(-1) for s in every]))
-    points = points[(points >= 0) & (points <= total)]
-    seg = np.diff(points).astype(float)
-    out = np.zeros((len(CLASSES), n_layers))
-    if not len(seg):
-        return out
-    owner = np.zeros((n_layers, len(seg)), bool)
-    winner = np.full(len(seg), len(CLASSES) - 1)
-    taken = np.zeros(len(seg), bool)
-    for c, group in enumerate(classes):
-        active = np.zeros((n_layers + 1, len(seg) + 1), np.int64)
-        for s in group:
-            ok = s.layers >= 0
-            lo = np.searchsorted(points, s.rows[ok, 0])
-            hi = np.searchsorted(points, s.rows[ok, 1])
-            np.add.at(active, (s.layers[ok], lo), 1)
-            np.add.at(active, (s.layers[ok], hi), -1)
-        busy = np.cumsum(active, axis=1)[:n_layers, :-1] > 0
-        fresh = busy.any(axis=0) & ~taken
-        owner[:, fresh] = busy[:, fresh]
-        winner[fresh] = c
-        taken |= fresh
-    if taken.any():              # idle pieces go to the next busy piece (or the last one)
-        index = np.where(taken, np.arange(len(seg)), len(seg))
-        nxt = np.minimum.accumulate(index[::-1])[::-1]
-        nxt = np.where(nxt == len(seg), np.flatnonzero(taken)[-1], nxt)
-        owner = owner[:, nxt]
-    share = owner * (seg / np.maximum(owner.sum(axis=0), 1))
-    for c in range(len(CLASSES)):
-        out[c] = share[:, winner == c].sum(axis=1)
+    rows, layers, classes = [], [], []
+    for c, name in enumerate(CLASSES):
+        for key, s in logs.items():
+            if key.endswith(":" + name):
+                rows.append(s.rows)
+                layers.append(s.layers)
+                classes.append(np.full(len(s.layers), c, np.int64))
+    if not rows:
+        return np.zeros((len(CLASSES), n_layers))
+    rows = np.concatenate(rows)
+    return _sweep(rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64),
+                  np.concatenate(layers).astype(np.int64), np.concatenate(classes), n_layers,
+                  len(CLASSES), total)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep(starts, ends, layers, classes, n_layers, n_classes, total):
+    """The exclusive attribution as one sweep over the intervals' edges: each piece between
+    two edges goes, split equally, to the layers active in the first class that has any; an
+    idle piece to the layers of the next busy piece (or the last), as "other"."""
+    keep = np.flatnonzero((layers >= 0) & (ends > starts))
+    m = len(keep)
+    times = np.empty(2 * m, np.int64)
+    delta = np.empty(2 * m, np.int64)
+    which = np.empty(2 * m, np.int64)
+    for k in range(m):
+        i = keep[k]
+        times[2 * k], delta[2 * k], which[2 * k] = starts[i], 1, i
+        times[2 * k + 1], delta[2 * k + 1], which[2 * k + 1] = ends[i], -1, i
+    order = np.argsort(times, kind="mergesort")
+    count = np.zeros((n_classes, n_layers), np.int64)
+    active = np.zeros((n_classes, n_layers), np.int64)      # the active layers of a class
+    where = np.full((n_classes, n_layers), -1, np.int64)    # a layer's place in that list
+    nact = np.zeros(n_classes, np.int64)
+    last = np.zeros(n_layers, np.int64)                      # owners of the last busy piece
+    nlast = 0
+    out = np.zeros((n_classes, n_layers))
+    idle = 0.0
+    t = 0
+    k = 0
+    while True:
+        nxt = times[order[k]] if k < 2 * m else total
+        if nxt > t:
+            length = nxt - t
+            w = -1
+            for c in range(n_classes):
+                if nact[c] > 0:
+                    w = c
+                    break
+            if w < 0:
+                idle += length
+            else:
+                share, idle_share = length / nact[w], idle / nact[w]
+                for a in range(nact[w]):
+                    layer = active[w, a]
+                    out[w, layer] += share
+                    if idle:
+                        out[n_classes - 1, layer] += idle_share
+                    last[a] = layer
+                nlast, idle = nact[w], 0.0
+        if k >= 2 * m:
+            break
+        t = nxt
+        while k < 2 * m and times[order[k]] == t:
+            e = order[k]
+            i = which[e]
+            c, layer = classes[i], layers[i]
+            count[c, layer] += delta[e]
+            if delta[e] > 0 and count[c, layer] == 1:
+                where[c, layer] = nact[c]
+                active[c, nact[c]] = layer
+                nact[c] += 1
+            elif delta[e] < 0 and count[c, layer] == 0:
+                slot = where[c, layer]
+                nact[c] -= 1
+                moved = active[c, nact[c]]
+                active[c, slot] = moved
+                where[c, moved] = slot
+                where[c, layer] = -1
+            k += 1
+    if idle and nlast:
+        for a in range(nlast):
+            out[n_classes - 1, last[a]] += idle / nlast
     return out
 
 

@@ -42,22 +42,24 @@ class Records:
         row = self.stalls[u]
         return {names[k]: int(row[k]) for k in np.flatnonzero(row)}
 
-    def transfer_order(self) -> np.ndarray:
-        """Transfer indices in the order their slots were reserved (op start order)."""
-        t = self.table
-        counts = np.diff(t.xfer_ptr)
-        owner = np.repeat(np.arange(len(t)), counts)
-        return np.lexsort((np.arange(len(owner)), self.rank[owner])) if len(owner) else owner
-
     def port_log(self, p: int) -> np.ndarray:
         """[start, cycles, bytes, tag] rows of the transfers through port ``p`` that moved
-        bytes, in reservation order."""
+        bytes, in reservation order (op start order, then the op's own order)."""
+        logs = self.__dict__.get("_port_logs")
+        if logs is None:
+            logs = self.__dict__["_port_logs"] = self._port_logs()
+        return logs[p]
+
+    def _port_logs(self) -> list[np.ndarray]:
         t = self.table
-        order = self.transfer_order()
         owner = np.repeat(np.arange(len(t)), np.diff(t.xfer_ptr))
-        keep = order[(self.slot_port[order] == p) & (t.xfer_bytes[order] > 0)]
-        return np.stack([self.slot_start[keep], self.slot_cycles[keep], t.xfer_bytes[keep],
-                         t.tag[owner[keep]]], axis=1) if len(keep) else np.zeros((0, 4), np.int64)
+        moved = np.flatnonzero(t.xfer_bytes > 0)
+        # transfers of one op are consecutive, so sorting by the owner's rank keeps their order
+        order = moved[np.argsort(self.rank[owner[moved]], kind="stable")]
+        ports = self.slot_port[order]
+        rows = np.stack([self.slot_start[order], self.slot_cycles[order], t.xfer_bytes[order],
+                         t.tag[owner[order]]], axis=1)
+        return [rows[ports == p] for p in range(len(t.ports))]
 
     def unit_log(self, u: int) -> np.ndarray:
         """[start, cycles, op] rows of unit ``u``'s ops, in program order."""
