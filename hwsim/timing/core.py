@@ -349,6 +349,10 @@ class Core:
         self.nkinds, self.inflight_reason = nkinds, nkinds + nports
         self.static_base = nkinds + nports + 1
         self.traffic_reason = self.static_base + len(t.reasons)
+        # columns the compiled loop reads with one integer type
+        self.stall_reason = t.stall_reason.astype(np.int64)
+        self.xfer_port = t.xfer_port.astype(np.int64)
+        self.traffic_master = t.traffic_master.astype(np.int64)
         self.state = np.zeros(6, np.int64)
         self.state[FE_WAIT] = -1
         self.D, self.P, self.S, self.E, self.R, self.rank = (np.full(n, -1, np.int64)
@@ -375,8 +379,8 @@ class Core:
         t = self.table
         self.iv = _run(
             budget, self.state, self.n, self.units, t.cycles, t.latency, t.macs, t.stall,
-            t.stall_reason.astype(np.int64), t.xfer_ptr, t.xfer_port.astype(np.int64),
-            t.xfer_bytes, t.traffic, t.traffic_master.astype(np.int64), t.traffic_words,
+            self.stall_reason, t.xfer_ptr, self.xfer_port, t.xfer_bytes, t.traffic,
+            self.traffic_master, t.traffic_words,
             t.traffic_rate, t.acc_ptr, t.acc_words, t.acc_count, float(max(t.traffic_banks, 1)),
             self.depth, self.in_flight, self.unit_ptr, self.unit_list, self.unit_prev,
             self.unit_next, self.port_width, self.port_latency, self.group_ptr,
