@@ -70,7 +70,7 @@ def fold_constant_layout(graph: Graph) -> Graph:
     if not folded:
         return graph
     outputs = [folded.get(t.name, t) for t in graph.outputs]
-    return Graph(kept, graph.inputs, outputs, graph.name)
+    return Graph(kept, graph.inputs, outputs, graph.name, graph.version)
 
 
 FOLDABLE = {
