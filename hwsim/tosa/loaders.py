@@ -79,9 +79,32 @@ FOLDABLE = {
 }
 
 
-def save_graph(graph: Graph, path: "str | Path") -> None:
-    """Write ``graph`` as a ``.tosa`` flatbuffer (atomically)."""
-    atomic_write_bytes(path, write_tosa(graph))
+TOSA_VERSIONS = ("1.0", "0.80")
+
+
+def save_graph(graph: Graph, path: "str | Path", version: str = "1.0") -> None:
+    """Write ``graph`` atomically: a ``.tosa`` flatbuffer of TOSA ``version`` (1.0 or 0.80)
+    or, for a ``.mlir`` path, TOSA 0.80 MLIR text. What 0.80 cannot express is a one-line
+    ``TosaError`` naming the operator, raised before anything is written."""
+    atomic_write_bytes(path, graph_bytes(graph, version, Path(path).suffix == ".mlir"))
+
+
+def graph_bytes(graph: Graph, version: str = "1.0", mlir: bool = False) -> bytes:
+    """What ``save_graph`` writes."""
+    if version not in TOSA_VERSIONS:
+        raise ConfigError(f"TOSA version {version!r}: hwsim writes {' or '.join(TOSA_VERSIONS)}")
+    if version == "1.0":
+        if mlir:
+            raise ConfigError("MLIR text is written for TOSA 0.80 only (--tosa-version 0.80); "
+                              "1.0 graphs are written as .tosa flatbuffers")
+        return write_tosa(graph)
+    from hwsim.tosa.v080.downgrade import downgrade
+    old = downgrade(graph)
+    if mlir:
+        from hwsim.tosa.v080.mlir import print_080
+        return print_080(old).encode()
+    from hwsim.tosa.v080.flatbuf import write_080
+    return write_080(old)
 
 
 def _read(model) -> tuple[bytes, str]:

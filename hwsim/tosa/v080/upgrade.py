@@ -55,6 +55,7 @@ class Upgrade:
         self.g, self.source = g, source
         self.pending: dict[str, Pending] = {}
         self.rows: list[tuple] = []
+        self.made: dict[tuple, str] = {}     # constants made from attributes, by value
         self.unsigned = {n for n, t in g.tensors.items() if t.dtype in UNSIGNED_AS}
         for t in g.tensors.values():
             kind = UNSIGNED_AS.get(t.dtype) or BY_ENUM[t.dtype].name
@@ -83,13 +84,18 @@ class Upgrade:
         return name
 
     def const(self, hint: str, kind: str, values, shape=None) -> str:
-        values = np.asarray(values)
-        return self.tensor(hint, values.shape if shape is None else shape, kind,
-                           values.reshape(values.shape if shape is None else shape))
+        """A constant made from an attribute; equal ones are one tensor, as 1.0 converters
+        share them (a layer's zero points, a softmax's shifts)."""
+        values = np.asarray(values, dtype(kind).np)
+        shape = list(values.shape if shape is None else shape)
+        key = (kind, tuple(shape), values.tobytes())
+        if key not in self.made:
+            self.made[key] = self.tensor(hint, shape, kind, values.reshape(shape))
+        return self.made[key]
 
     def shape_const(self, hint: str, values) -> str:
         values = [int(v) for v in values]
-        return self.tensor(hint, [len(values)], "shape", np.array(values, np.int64))
+        return self.const(hint, "shape", values, [len(values)])
 
     def emit(self, op: str, ins: list[str], outs: list[str], attrs: dict) -> None:
         self.rows.append((op, ins, outs, attrs))
