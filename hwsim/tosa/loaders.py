@@ -13,6 +13,7 @@ constants are folded into constants. Everything runs locally, without a cache or
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -46,11 +47,27 @@ def load_graph(model: "str | Path | bytes", batch: int = 1) -> Graph:
     """A validated graph from a model file (or its bytes); a dynamic batch becomes ``batch``."""
     data, source = _read(model)
     kind = model_format(data, source)
+    if kind == "mlir" and is_080_mlir(data):
+        from hwsim.tosa.v080.mlir import parse_080
+        from hwsim.tosa.v080.upgrade import upgrade
+        return fold_constant_layout(upgrade(parse_080(data, source), source, batch))
+    if kind == "tosa":
+        return fold_constant_layout(read_tosa(data, source, batch=batch))
     if kind == "tflite":
         data, kind = tflite_to_mlir(data, source), "mlirbc"
-    if kind in ("mlir", "mlirbc"):
-        data = mlir_to_tosa(data, source)
-    return fold_constant_layout(read_tosa(data, source, batch=batch))
+    graph = read_tosa(mlir_to_tosa(data, source), source, batch=batch)
+    graph.version = "1.0"       # the dialect tosa-opt reads, not the stamp it writes
+    return fold_constant_layout(graph)
+
+
+# Spellings of the TOSA 0.80 MLIR dialect (LLVM 17-18) that the 1.0 dialect no longer has.
+MLIR_080 = re.compile(rb"quantization_info|double_round|new_shape|tosa\.fully_connected|"
+                      rb"min_int\s*=|\{value\s*=\s*dense")
+
+
+def is_080_mlir(data: bytes) -> bool:
+    """True for TOSA MLIR text in the 0.80 dialect (recognised by its spellings)."""
+    return MLIR_080.search(data) is not None
 
 
 def fold_constant_layout(graph: Graph) -> Graph:

@@ -44,4 +44,4 @@ class Graph080:
     inputs: list[str]
     outputs: list[str]
     name: str = "main"
-    version: tuple[int, int, int] = VERSION
+    version: tuple = VERSION          # (0, 80) when the source says no patch level (MLIR)
