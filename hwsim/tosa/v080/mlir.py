@@ -258,9 +258,12 @@ class _Reader:
         self.values: dict[str, str] = {}            # SSA value -> tensor name
         self.ops: list[Op080] = []
         self.locs = dict(re.findall(r'^(#loc\d*)\s*=\s*loc\("([^"]*)"', text, re.M))
+        self.line = 1                               # where the statement being read starts
 
     def read(self) -> Graph080:
         p = self.p
+        p.ws()
+        self.line = p.line()
         p.s = re.sub(r"(?m)^#[^\n]*$", "", p.s)       # attribute and location aliases
         if p.accept("module"):
             if p.accept("attributes"):
@@ -277,6 +280,8 @@ class _Reader:
             _attr_dict(p)
         p.expect("{")
         while True:
+            p.ws()
+            self.line = p.line()
             if p.accept("return") or p.accept("func.return"):
                 outputs = self._return()
                 break
@@ -489,7 +494,10 @@ def parse_080(data: "bytes | str", source: str) -> Graph080:
     try:
         return reader.read()
     except MlirError as exc:
-        raise TosaError(f"{source}:{reader.p.line()}", str(exc)) from None
+        raise TosaError(f"{source}:{reader.line}", str(exc)) from None
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
+        raise TosaError(f"{source}:{reader.line}", f"cannot parse ({type(exc).__name__}: "
+                                                   f"{exc})") from None
 
 
 def _mlir_type(t: Tensor080) -> str:

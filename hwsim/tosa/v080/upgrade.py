@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from hwsim.errors import TosaError
-from hwsim.tosa.dtypes import BY_ENUM, DType, dtype
+from hwsim.tosa.dtypes import BY_ENUM, DType, cast, dtype
 from hwsim.tosa.flatbuf import Pending, build_graph, fix_batch
 from hwsim.tosa.ir import Graph
 from hwsim.tosa.schema import schema as schema_10
@@ -86,7 +86,7 @@ class Upgrade:
     def const(self, hint: str, kind: str, values, shape=None) -> str:
         """A constant made from an attribute; equal ones are one tensor, as 1.0 converters
         share them (a layer's zero points, a softmax's shifts)."""
-        values = np.asarray(values, dtype(kind).np)
+        values = cast(dtype(kind), values)           # a TosaError if they do not fit
         shape = list(values.shape if shape is None else shape)
         key = (kind, tuple(shape), values.tobytes())
         if key not in self.made:
@@ -115,7 +115,8 @@ def upgrade(g: Graph080, source: str, batch: int | None = 1) -> Graph:
         try:
             _operator(u, op)
         except TosaError as exc:
-            raise TosaError(f"{source}: {exc.operator}", exc.condition) from None
+            label = exc.operator if exc.operator.startswith(op.op) else op.label
+            raise TosaError(f"{source}: {label}", exc.condition) from None
         except KeyError as exc:
             raise TosaError(f"{source}: {op.label}", f"missing attribute field {exc}") \
                 from None
@@ -142,8 +143,11 @@ def _operator(u: Upgrade, op: Op080) -> None:
     if shapes:
         raise error(op, f"0.80 shape arithmetic ({shapes[0]} is a shape_t) was removed in "
                         "TOSA 1.0 (no faithful 1.0 form)")
-    handler = HANDLERS.get(op.op, _plain)
-    handler(u, op)
+    want = ARITY.get(op.op)
+    if want is not None and (len(op.inputs), len(op.outputs)) != (want, 1):
+        raise error(op, f"has {len(op.inputs)} inputs and {len(op.outputs)} outputs, expected "
+                        f"{want} and 1")
+    HANDLERS.get(op.op, _plain)(u, op)
 
 
 def _plain(u: Upgrade, op: Op080, ignore: tuple = ()) -> None:
@@ -408,6 +412,13 @@ def _logical_shift(u: Upgrade, op: Op080) -> None:
     u.emit("CAST", [result], [out], {})         # int32 -> int8/int16 keeps the low bits
 
 
+ARITY = {    # inputs of the 0.80 operators rewritten here (each has one output)
+    **dict.fromkeys(("CONV2D", "DEPTHWISE_CONV2D", "CONV3D", "TRANSPOSE_CONV2D",
+                     "FULLY_CONNECTED"), 3),
+    **dict.fromkeys(("MATMUL", "MUL", "LOGICAL_LEFT_SHIFT", "LOGICAL_RIGHT_SHIFT"), 2),
+    **dict.fromkeys(("AVG_POOL2D", "MAX_POOL2D", "NEGATE", "TABLE", "CLAMP", "RESCALE", "PAD",
+                     "RESIZE", "RESHAPE", "SLICE", "TILE"), 1),
+}
 HANDLERS = {
     "CONV2D": _conv, "DEPTHWISE_CONV2D": _conv, "CONV3D": _conv, "TRANSPOSE_CONV2D": _conv,
     "FULLY_CONNECTED": _fully_connected, "MATMUL": _matmul, "AVG_POOL2D": _avg_pool,
