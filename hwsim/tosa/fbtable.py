@@ -223,11 +223,11 @@ class _Writer:
             self.b.StartVector(1, len(raw), 8)
             self.b.head = self.b.Head() - len(raw)
             self.b.Bytes[self.b.Head():self.b.Head() + len(raw)] = raw
-            return self.b.EndVector(len(raw))
+            return self.b.EndVector()
         return self.b.CreateNumpyVector(np.asarray(value, SCALARS[elem][1]).reshape(-1))
 
     def _offsets(self, refs: list[int]) -> int:
         self.b.StartVector(4, len(refs), 4)
         for ref in reversed(refs):
             self.b.PrependUOffsetTRelative(ref)
-        return self.b.EndVector(len(refs))
+        return self.b.EndVector()

@@ -113,7 +113,7 @@ def read_tosa(data: bytes, source: str = "<bytes>", batch: int | None = None) ->
         root = TosaGraph.GetRootAs(data, 0)
         v = root.Version()
         major, minor, patch, draft = v._Major(), v._Minor(), v._Patch(), v._Draft()
-    except (IndexError, ValueError, AttributeError, struct.error) as exc:   # truncated
+    except (IndexError, ValueError, TypeError, AttributeError, struct.error) as exc:
         raise TosaError(source, f"corrupt flatbuffer: {exc or 'no version table'}") from None
     version = f"{major}.{minor}.{patch}" + ("-draft" if draft else "")
     if (major, minor) == (0, 80):
@@ -126,7 +126,7 @@ def read_tosa(data: bytes, source: str = "<bytes>", batch: int | None = None) ->
         if root.RegionsLength() != 1 or root.Regions(0).BlocksLength() != 1:
             raise TosaError(source, "several regions or blocks (control flow is not supported)")
         return _read_block(root.Regions(0).Blocks(0), source, batch, version)
-    except (IndexError, ValueError, UnicodeDecodeError, struct.error) as exc:   # truncated
+    except (IndexError, ValueError, TypeError, UnicodeDecodeError, struct.error) as exc:
         raise TosaError(source, f"corrupt flatbuffer: {exc}") from None
 
 

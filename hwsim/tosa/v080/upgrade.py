@@ -38,6 +38,7 @@ from hwsim.tosa.flatbuf import Pending, build_graph, fix_batch
 from hwsim.tosa.ir import Graph
 from hwsim.tosa.schema import schema as schema_10
 from hwsim.tosa.v080.form import Graph080, Op080
+from hwsim.tosa.v080.schema import schema as schema_080
 
 UNSIGNED_AS = {"UINT8": "int8", "UINT16": "int16"}
 ACC = {"int8": "int32", "int16": "int48", "fp16": "fp16", "bf16": "fp32", "fp32": "fp32"}
@@ -133,8 +134,10 @@ def error(op: Op080, text: str) -> TosaError:
 def _operator(u: Upgrade, op: Op080) -> None:
     if op.op in NO_FORM:
         raise error(op, NO_FORM[op.op])
-    if op.op not in schema_10().ops or op.op in ("UNKNOWN", "CONST_SHAPE"):
+    if op.op not in schema_080().ops or op.op in ("UNKNOWN", "RESERVED", "CONST"):
         raise error(op, "unknown operator for TOSA 0.80")
+    if op.op not in HANDLERS and op.op not in schema_10().ops:
+        raise error(op, "has no TOSA 1.0 form")
     touched = [n for n in op.inputs + op.outputs if n in u.unsigned]
     if touched and op.op != "RESCALE":
         raise error(op, f"reads or writes {touched[0]} of an unsigned 0.80 type, which TOSA "
