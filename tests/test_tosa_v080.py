@@ -123,9 +123,10 @@ def test_version_is_recognised_from_the_content():
 
 # -- real 0.80 MLIR text (TensorFlow 2.16) ---------------------------------------------------
 
-def test_tensorflow_080_mlir_matches_the_current_converter():
-    old = load_graph(DATA / "small_int8_tf2.16.mlir")
-    new = load_graph(DATA / "small_int8.tflite")
+@pytest.mark.parametrize("tf", ["2.15", "2.16"])       # LLVM 17 and LLVM 18 spellings
+def test_tensorflow_080_mlir_matches_the_current_converter(tf):
+    old = load_graph(DATA / f"small_int8_tf{tf}.mlir")
+    new = load_graph(DATA / f"small_int8_tf{tf}.tflite")
     assert old.version == "0.80" and old.inputs[0].shape == (1, 12, 12, 3)
     ops = [op.op for op in old]
     assert "FULLY_CONNECTED" not in ops and ops[-4:] == ["RESHAPE", "CONV2D", "RESHAPE",
@@ -370,7 +371,9 @@ def test_attributes_become_inputs_with_080_meaning():
 def test_forms_round_trip_through_both_080_writers():
     g, _ = _layout_graph()
     new = load080(g)
-    for data in (write_080(downgrade(new)), print_080(downgrade(new)).encode()):
+    texts = [print_080(downgrade(new), d) for d in ("llvm17", "llvm18")]
+    assert "shift = 3 : i32" in texts[0] and "shift = 3 : i8" in texts[1]     # MUL
+    for data in [write_080(downgrade(new))] + [t.encode() for t in texts]:
         again = load_graph(data)
         assert [(op.op, op.name, op.attrs) for op in again] == \
             [(op.op, op.name, op.attrs) for op in new]

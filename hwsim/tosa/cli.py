@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--batch", type=int, default=1, help="dynamic batch size (default 1)")
     imp.add_argument("--tosa-version", choices=TOSA_VERSIONS, default=None,
                      help="TOSA version to write (default 1.0; 0.80 for .mlir)")
+    imp.add_argument("--mlir-dialect", choices=("llvm18", "llvm17"), default="llvm18",
+                     help="for .mlir output: the LLVM release whose tosa dialect spelling "
+                          "to write (default llvm18)")
     imp.set_defaults(func=cmd_import)
 
     ins = sub.add_parser("inspect", help="list a model's layers, shapes, MACs and parameters",
@@ -51,7 +54,8 @@ def cmd_import(args) -> int:
     if out.is_dir():
         raise ConfigError(f"{out}: is a directory, expected an output file")
     graph = load_graph(args.model, batch=args.batch)
-    atomic_write_bytes(out, graph_bytes(graph, version, mlir))   # nothing written on error
+    data = graph_bytes(graph, version, mlir, args.mlir_dialect)   # before writing anything
+    atomic_write_bytes(out, data)
     print(f"{args.output}: TOSA {version}{' MLIR text' if mlir else ''}, {_headline(graph)}")
     return 0
 

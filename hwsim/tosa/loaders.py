@@ -106,8 +106,10 @@ def save_graph(graph: Graph, path: "str | Path", version: str = "1.0") -> None:
     atomic_write_bytes(path, graph_bytes(graph, version, Path(path).suffix == ".mlir"))
 
 
-def graph_bytes(graph: Graph, version: str = "1.0", mlir: bool = False) -> bytes:
-    """What ``save_graph`` writes."""
+def graph_bytes(graph: Graph, version: str = "1.0", mlir: bool = False,
+                dialect: str = "llvm18") -> bytes:
+    """What ``save_graph`` writes; ``dialect`` picks the LLVM release whose spelling of the
+    0.80 MLIR dialect is written (``llvm18`` or ``llvm17``)."""
     if version not in TOSA_VERSIONS:
         raise ConfigError(f"TOSA version {version!r}: hwsim writes {' or '.join(TOSA_VERSIONS)}")
     if version == "1.0":
@@ -119,7 +121,7 @@ def graph_bytes(graph: Graph, version: str = "1.0", mlir: bool = False) -> bytes
     old = downgrade(graph)
     if mlir:
         from hwsim.tosa.v080.mlir import print_080
-        return print_080(old).encode()
+        return print_080(old, dialect).encode()
     from hwsim.tosa.v080.flatbuf import write_080
     return write_080(old)
 

@@ -36,6 +36,11 @@ MLIR_NAMES = {v: k for k, v in OP_NAMES.items()}
 QUANT = {"input_zp": ("input_zp",), "weight_zp": ("weight_zp",), "output_zp": ("output_zp",),
          "a_zp": ("a_zp",), "b_zp": ("b_zp",)}
 RESIZE_MODES = {"NEAREST_NEIGHBOR": "NEAREST", "NEAREST": "NEAREST", "BILINEAR": "BILINEAR"}
+# Where the printed dialect differs between LLVM releases (the reader takes either): the
+# element type of RESCALE's shift array and of MUL's shift (checked with the MLIR parsers of
+# iree-compiler 20231004 and 20240226, which TensorFlow 2.15 and 2.16 match).
+DIALECTS = {"llvm17": {"rescale_shift": "i32", "mul_shift": "i32"},
+            "llvm18": {"rescale_shift": "i8", "mul_shift": "i8"}}
 
 
 def _np(kind: str):
@@ -537,7 +542,7 @@ def _array(kind: str, values) -> str:
         f"array<{kind}>"
 
 
-def _op_text(op: Op080, g: Graph080, consts: list) -> str:
+def _op_text(op: Op080, g: Graph080, consts: list, dialect: dict) -> str:
     """The attribute dict of one operator in the LLVM 17-18 spelling; the attributes the
     dialect takes as constant operands are appended to ``consts``."""
     a = op.attrs
@@ -569,7 +574,7 @@ def _op_text(op: Op080, g: Graph080, consts: list) -> str:
     if op.op == "ARITHMETIC_RIGHT_SHIFT":
         items["round"] = str(a["round"]).lower()
     if op.op == "MUL":
-        items["shift"] = f"{a['shift']} : i8"
+        items["shift"] = f"{a['shift']} : {dialect['mul_shift']}"
     if op.op == "CLAMP":
         low, high = (np.frombuffer(a[k], np.float32)[0] for k in ("min_fp", "max_fp"))
         items.update(max_fp=f"{_float(high)} : f32", max_int=f"{a['max_int']} : i64",
@@ -580,7 +585,8 @@ def _op_text(op: Op080, g: Graph080, consts: list) -> str:
                      multiplier=_array("i32", a["multiplier"]),
                      output_zp=f"{a['output_zp']} : i32",
                      per_channel=str(a["per_channel"]).lower(),
-                     scale32=str(a["scale32"]).lower(), shift=_array("i8", a["shift"]))
+                     scale32=str(a["scale32"]).lower(),
+                     shift=_array(dialect["rescale_shift"], a["shift"]))
         for flag in ("input_unsigned", "output_unsigned"):
             if a[flag]:
                 items[flag] = "true"
@@ -617,9 +623,10 @@ def _const_operands(op: Op080, g: Graph080) -> list:
     return []
 
 
-def print_080(g: Graph080) -> str:
-    """TOSA 0.80 MLIR text of the 0.80 form, as LLVM 17-18 printed the dialect (plus
-    ``loc("name")`` on every value, so tensor names survive)."""
+def print_080(g: Graph080, dialect: str = "llvm18") -> str:
+    """TOSA 0.80 MLIR text of the 0.80 form, as LLVM 18 (or 17: ``dialect="llvm17"``)
+    printed the dialect, plus ``loc("name")`` on every value so that tensor names survive."""
+    spelling = DIALECTS[dialect]
     ssa = {name: f"%arg{i}" for i, name in enumerate(g.inputs)}
     lines, count = [], 0
 
@@ -635,7 +642,7 @@ def print_080(g: Graph080) -> str:
                          f'() -> {_mlir_type(t)} loc("{t.name}")')
     for op in g.ops:
         consts: list[Tensor080] = []
-        attrs = _op_text(op, g, consts)
+        attrs = _op_text(op, g, consts, spelling)
         operands = [ssa[n] for n in op.inputs]
         for t in consts:
             operands.append(value(f"{t.name} (operand)"))

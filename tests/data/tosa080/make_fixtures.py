@@ -1,12 +1,13 @@
 """How the TOSA 0.80 fixtures here were made (run once, outside the test suite).
 
-``small_int8.tflite`` is a small random-weight int8 network (pad, convolution, depthwise
+``small_int8_tfV.tflite`` is a small random-weight int8 network (pad, convolution, depthwise
 convolution, residual add, sigmoid and tanh tables, max pool, concat, transpose, reshape,
-slice, dense). ``small_int8_tf2.16.mlir`` is its TOSA 0.80 MLIR as TensorFlow 2.16's TFLite
-legalisation writes it (``tflite_to_tosa_bytecode``), printed as text by the MLIR of the same
-period (iree-compiler 20240226). The tests read the MLIR and check it against the .tflite
-converted by the current converter. Needs, in an environment of its own:
-``pip install tensorflow-cpu==2.16.1 iree-compiler==20240226.813``.
+slice, dense) as TensorFlow V converts it; ``small_int8_tfV.mlir`` is its TOSA 0.80 MLIR as
+TensorFlow V's TFLite legalisation writes it (``tflite_to_tosa_bytecode``), printed as text by
+the MLIR of the same period. The tests read the MLIR and check it against the .tflite converted
+by the current converter. Each needs an environment of its own:
+V = 2.15 (LLVM 17): ``pip install tensorflow-cpu==2.15.1 iree-compiler==20231004.665``;
+V = 2.16 (LLVM 18): ``pip install tensorflow-cpu==2.16.1 iree-compiler==20240226.813``.
 """
 
 import numpy as np
@@ -15,6 +16,7 @@ from iree.compiler import ir
 from tensorflow.mlir.experimental import tflite_to_tosa_bytecode
 
 rng = np.random.default_rng(7)
+NAME = f"small_int8_tf{'.'.join(tf.__version__.split('.')[:2])}"
 
 
 def w(*shape):
@@ -52,10 +54,10 @@ converter.optimizations = [tf.lite.Optimize.DEFAULT]
 converter.representative_dataset = representative
 converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
 converter.inference_input_type = converter.inference_output_type = tf.int8
-with open("small_int8.tflite", "wb") as fh:
+with open(f"{NAME}.tflite", "wb") as fh:
     fh.write(converter.convert())
-tflite_to_tosa_bytecode("small_int8.tflite", "small_int8.mlirbc")
-with open("small_int8.mlirbc", "rb") as fh:
+tflite_to_tosa_bytecode(f"{NAME}.tflite", f"{NAME}.mlirbc")
+with open(f"{NAME}.mlirbc", "rb") as fh:
     module = ir.Module.parse(fh.read(), ir.Context())
-with open("small_int8_tf2.16.mlir", "w") as fh:
+with open(f"{NAME}.mlir", "w") as fh:
     fh.write(module.operation.get_asm(large_elements_limit=None))
