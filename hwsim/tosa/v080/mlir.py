@@ -47,6 +47,10 @@ def _np(kind: str):
     return NP.get(kind) or BY_ENUM[kind].np
 
 
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
+
+
 class MlirError(Exception):
     pass
 
@@ -61,10 +65,8 @@ class _Text:
         return self.s.count("\n", 0, self.i) + 1
 
     def ws(self) -> None:
-        while True:
-            m = re.compile(r"(\s+|//[^\n]*)").match(self.s, self.i)
-            if not m:
-                return
+        m = SPACE.match(self.s, self.i)
+        if m:
             self.i = m.end()
 
     def peek(self, token: str) -> bool:
@@ -111,10 +113,10 @@ class _Text:
         raise MlirError(f"no closing {close!r}")
 
     def _string_end(self, i: int) -> int:
-        i += 1
-        while i < len(self.s) and self.s[i] != '"':
-            i += 2 if self.s[i] == "\\" else 1
-        return i + 1
+        m = STRING.match(self.s, i)
+        if not m:
+            raise MlirError("unterminated string")
+        return m.end()
 
     def string(self) -> str:
         self.ws()
