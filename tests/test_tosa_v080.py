@@ -22,7 +22,8 @@ from hwsim.tosa.reference import run_graph
 from hwsim.tosa.v080.downgrade import downgrade
 from hwsim.tosa.v080.flatbuf import read_080, write_080
 from hwsim.tosa.v080.form import Graph080, Op080, Tensor080
-from hwsim.tosa.v080.mlir import parse_080, print_080
+from hwsim.tosa.v080.mlir import parse_080
+from hwsim.tosa.v080.mlir_print import print_080
 from hwsim.tosa.v080.schema import schema
 
 from tests.models import model

@@ -120,7 +120,7 @@ def graph_bytes(graph: Graph, version: str = "1.0", mlir: bool = False,
     from hwsim.tosa.v080.downgrade import downgrade
     old = downgrade(graph)
     if mlir:
-        from hwsim.tosa.v080.mlir import print_080
+        from hwsim.tosa.v080.mlir_print import print_080
         return print_080(old, dialect).encode()
     from hwsim.tosa.v080.flatbuf import write_080
     return write_080(old)

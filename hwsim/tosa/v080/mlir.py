@@ -1,4 +1,4 @@
-"""TOSA 0.80 MLIR text to and from the 0.80 form (``hwsim.tosa.v080.form``).
+"""TOSA 0.80 MLIR text read into the 0.80 form (``hwsim.tosa.v080.form``).
 
 The tosa dialect as LLVM 17-18 printed it: one ``func.func`` whose arguments are the graph
 inputs and whose ``return`` gives the outputs; operators in custom (``tosa.conv2d %a, %b, %c
@@ -12,6 +12,7 @@ their storage type. Tensor names come from ``loc("name")`` where present (the wr
 them, so names survive a round trip), else from the SSA names. Constants are ``dense<...>``
 literals (lists, splats or hex). Not supported: several functions, regions (control flow),
 ``dense_resource`` blobs, unranked tensors. Errors name the file, line and what was found.
+``hwsim.tosa.v080.mlir_print`` writes the same dialect.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 import numpy as np
 
 from hwsim.errors import TosaError
-from hwsim.tosa.dtypes import BY_ENUM
+from hwsim.tosa.dtypes import BY_ENUM, from_bytes
 from hwsim.tosa.v080.form import Graph080, Op080, Tensor080
 from hwsim.tosa.v080.schema import ATTRIBUTE_OF, schema
 
@@ -32,23 +33,16 @@ MLIR_TYPE = {v: k for k, v in ELEMENT.items() if not k.startswith("u")} | \
     {"UINT8": "ui8", "UINT16": "ui16"}
 NP = {"UINT8": np.uint8, "UINT16": np.uint16}
 OP_NAMES = {"int_div": "INTDIV"}                         # mlir name -> 0.80 Op, when not upper()
-MLIR_NAMES = {v: k for k, v in OP_NAMES.items()}
-QUANT = {"input_zp": ("input_zp",), "weight_zp": ("weight_zp",), "output_zp": ("output_zp",),
-         "a_zp": ("a_zp",), "b_zp": ("b_zp",)}
 RESIZE_MODES = {"NEAREST_NEIGHBOR": "NEAREST", "NEAREST": "NEAREST", "BILINEAR": "BILINEAR"}
-# Where the printed dialect differs between LLVM releases (the reader takes either): the
-# element type of RESCALE's shift array and of MUL's shift (checked with the MLIR parsers of
-# iree-compiler 20231004 and 20240226, which TensorFlow 2.15 and 2.16 match).
-DIALECTS = {"llvm17": {"rescale_shift": "i32", "mul_shift": "i32"},
-            "llvm18": {"rescale_shift": "i8", "mul_shift": "i8"}}
-
-
-def _np(kind: str):
-    return NP.get(kind) or BY_ENUM[kind].np
-
-
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 SPACE = re.compile(r"(?:\s+|//[^\n]*)+")
+NUMBER = re.compile(r"[-+]?(0x[0-9A-Fa-f]+|\d+(\.\d*)?([eE][-+]?\d+)?|inf|nan)")
+LITERAL = re.compile(r"true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan)")
+
+
+def np_type(kind: str):
+    """The numpy type of a 0.80 DType's values."""
+    return NP.get(kind) or BY_ENUM[kind].np
 
 
 class MlirError(Exception):
@@ -188,10 +182,9 @@ def _value(p: _Text):
         return items
     if p.peek("true") or p.peek("false"):
         return p.match(r"true|false", "a bool") == "true"
-    number = re.compile(r"[-+]?(0x[0-9A-Fa-f]+|\d+(\.\d*)?([eE][-+]?\d+)?|inf|nan)")
     p.ws()
-    if number.match(p.s, p.i):
-        text = p.match(number.pattern, "a number")
+    if NUMBER.match(p.s, p.i):
+        text = p.match(NUMBER.pattern, "a number")
         kind = None
         if p.accept(":"):
             kind = p.match(r"[a-z]+\d+", "a type")
@@ -200,11 +193,13 @@ def _value(p: _Text):
 
 
 def _scalar(text: str, kind: str | None):
-    if kind in ("f16", "bf16", "f32", "f64") and text.lower().startswith(("0x", "-0x")):
+    """A number literal; ``0x...`` of a float type is its bit pattern (as MLIR prints NaNs)."""
+    float_type = kind is not None and kind.startswith(("f", "bf"))
+    if float_type and text.lower().startswith(("0x", "-0x")):
         bits = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}[kind]
-        return float(np.array(int(text, 16), bits).view(_np(ELEMENT[kind])
-                                                        if kind != "f64" else np.float64))
-    if kind and kind.startswith("f") or re.search(r"[.eEn]", text) and "0x" not in text:
+        values = np.array(int(text, 16), bits)
+        return float(values.view(np.float64 if kind == "f64" else np_type(ELEMENT[kind])))
+    if float_type or ("0x" not in text and re.search(r"[.eEn]", text)):
         return float(text)
     return int(text, 0)
 
@@ -218,42 +213,38 @@ def _attr_dict(p: _Text, close: str = "}") -> dict:
     return out
 
 
-def _dense(value, where: str) -> np.ndarray:
+def _dense(value) -> np.ndarray:
     """A ``dense<...>`` literal as an array of its type."""
     _, body, shape, kind = value
     if -1 in shape:
         raise MlirError(f"constant with a dynamic shape {shape}")
     count = int(np.prod(shape, dtype=np.int64))
-    np_type = np.dtype(_np(kind))
+    values_type = np.dtype(np_type(kind))
     body = body.strip()
     if body.startswith('"0x'):
-        raw = bytes.fromhex(body[3:-1])
-        width = 1 if kind in ("BOOL", "INT4") else (6 if kind == "INT48" else np_type.itemsize)
-        values = _from_raw(raw, kind, np_type, width)
+        values = _from_raw(bytes.fromhex(body[3:-1]), kind)
     else:
-        tokens = re.findall(r"true|false|[-+]?0x[0-9A-Fa-f]+|[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?"
-                            r"|inf|nan)", body)
+        tokens = LITERAL.findall(body)
         kind_name = MLIR_TYPE.get(kind, "i32")
         values = np.array([_scalar(t, kind_name) if t not in ("true", "false") else t == "true"
-                           for t in tokens], dtype=np.float64 if np_type.kind == "f" else object)
-        values = values.astype(np_type)
+                           for t in tokens],
+                          dtype=np.float64 if values_type.kind == "f" else object)
+        values = values.astype(values_type)
     if values.size == 1 and count != 1:
-        values = np.full(count, values.reshape(-1)[0], np_type)       # a splat
+        values = np.full(count, values.reshape(-1)[0], values_type)       # a splat
     if values.size != count:
         raise MlirError(f"dense literal has {values.size} values, tensor<{shape}> needs {count}")
     return values.reshape(shape)
 
 
-def _from_raw(raw: bytes, kind: str, np_type, width: int) -> np.ndarray:
-    if kind == "INT48":
-        wide = np.frombuffer(raw, np.uint8).reshape(-1, 6)
-        full = np.zeros((len(wide), 8), np.uint8)
-        full[:, :6] = wide
-        full[:, 6:] = np.where(wide[:, 5:6] >= 0x80, 0xFF, 0)
-        return full.view("<i8").reshape(-1)
-    if width == 1 and kind in ("BOOL", "INT4"):
-        return np.frombuffer(raw, np.int8).astype(np_type)
-    return np.frombuffer(raw, np.dtype(np_type).newbyteorder("<")).astype(np_type)
+def _from_raw(raw: bytes, kind: str) -> np.ndarray:
+    """Hex dense data: little-endian values, one byte per i1 or i4 element."""
+    if kind == "INT4":
+        return np.frombuffer(raw, np.int8)
+    if kind in NP:
+        return np.frombuffer(raw, np.dtype(NP[kind]).newbyteorder("<")).astype(NP[kind])
+    dt = BY_ENUM[kind]
+    return from_bytes(dt, raw, (len(raw) // max(1, dt.nbytes(1)),))
 
 
 # -- the graph ----------------------------------------------------------------------------------
@@ -405,7 +396,7 @@ class _Reader:
         inputs = [self._use(v) for v in operands]
         out = self._define(result, *out_type, loc)
         if short == "const":
-            self.tensors[out].data = _dense(attrs.get("value") or attrs.get("values"), name)
+            self.tensors[out].data = _dense(attrs.get("value") or attrs.get("values"))
             return
         op = OP_NAMES.get(short, short.upper())
         if op not in schema().ops or op in ("CONST", "UNKNOWN", "RESERVED"):
@@ -492,8 +483,6 @@ def _field(op: str, field, attrs: dict, quant: dict):
     return 0
 
 
-# -- writing ------------------------------------------------------------------------------------
-
 def parse_080(data: "bytes | str", source: str) -> Graph080:
     """The 0.80 form of TOSA 0.80 MLIR text; errors are one line with the line number."""
     text = data.decode(errors="replace") if isinstance(data, bytes) else data
@@ -505,160 +494,3 @@ def parse_080(data: "bytes | str", source: str) -> Graph080:
     except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
         raise TosaError(f"{source}:{reader.line}", f"cannot parse ({type(exc).__name__}: "
                                                    f"{exc})") from None
-
-
-def _mlir_type(t: Tensor080) -> str:
-    dims = "".join(f"{d}x" for d in t.shape)
-    return f"tensor<{dims}{MLIR_TYPE[t.dtype]}>"
-
-
-def _dense_text(t: Tensor080) -> str:
-    values = np.asarray(t.data).reshape(-1)
-    if t.dtype in ("BOOL", "INT4", "INT48") or values.size == 1:
-        if t.dtype in ("FP16", "BF16", "FP32"):
-            bits = values.view({2: np.uint16, 4: np.uint32}[values.itemsize])
-            items = [f"0x{int(b):0{values.itemsize * 2}X}" for b in bits]
-        elif t.dtype == "BOOL":
-            items = ["true" if v else "false" for v in values]
-        else:
-            items = [str(int(v)) for v in values]
-        body = items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"
-        if len(t.shape) > 1 and len(items) > 1:
-            body = _nested(items, t.shape)
-    else:
-        raw = np.asarray(values, np.dtype(_np(t.dtype)).newbyteorder("<")).tobytes()
-        body = f'"0x{raw.hex().upper()}"'
-    return f"dense<{body}> : {_mlir_type(t)}"
-
-
-def _nested(items: list[str], shape: list[int]) -> str:
-    if len(shape) == 1:
-        return "[" + ", ".join(items) + "]"
-    step = len(items) // shape[0]
-    return "[" + ", ".join(_nested(items[i:i + step], shape[1:])
-                           for i in range(0, len(items), step)) + "]"
-
-
-def _array(kind: str, values) -> str:
-    return f"array<{kind}: {', '.join(str(int(v)) for v in values)}>" if len(values) else \
-        f"array<{kind}>"
-
-
-def _op_text(op: Op080, g: Graph080, consts: list, dialect: dict) -> str:
-    """The attribute dict of one operator in the LLVM 17-18 spelling; the attributes the
-    dialect takes as constant operands are appended to ``consts``."""
-    a = op.attrs
-    items: dict[str, str] = {}
-    zp = {"CONV2D": "conv", "DEPTHWISE_CONV2D": "conv", "CONV3D": "conv",
-          "TRANSPOSE_CONV2D": "conv", "FULLY_CONNECTED": "conv", "AVG_POOL2D": "unary",
-          "NEGATE": "unary", "MATMUL": "matmul"}.get(op.op)
-    if zp == "conv":
-        items["quantization_info"] = (f"#tosa.conv_quant<input_zp = {a['input_zp']}, "
-                                      f"weight_zp = {a['weight_zp']}>")
-    elif zp == "unary":
-        first = a.get("input_zp", a.get("input1_zp"))
-        items["quantization_info"] = (f"#tosa.unary_quant<input_zp = {first}, "
-                                      f"output_zp = {a['output_zp']}>")
-    elif zp == "matmul":
-        items["quantization_info"] = (f"#tosa.matmul_quant<a_zp = {a['a_zp']}, "
-                                      f"b_zp = {a['b_zp']}>")
-    for key in ("pad", "stride", "dilation", "kernel", "out_pad", "new_shape", "start", "size",
-                "multiples", "scale", "offset", "border"):
-        if key in a and op.op not in ("PAD",):
-            items[key] = _array("i64", a[key])
-    if op.op == "TRANSPOSE_CONV2D":
-        items["out_shape"] = _array("i64", a["output_shape"])
-    if op.op == "AVG_POOL2D":
-        items["acc_type"] = MLIR_TYPE[a["accum_dtype"]] if a["accum_dtype"] != "UNKNOWN" \
-            else "i32"
-    if "axis" in a:
-        items["axis"] = f"{a['axis']} : i32"
-    if op.op == "ARITHMETIC_RIGHT_SHIFT":
-        items["round"] = str(a["round"]).lower()
-    if op.op == "MUL":
-        items["shift"] = f"{a['shift']} : {dialect['mul_shift']}"
-    if op.op == "CLAMP":
-        low, high = (np.frombuffer(a[k], np.float32)[0] for k in ("min_fp", "max_fp"))
-        items.update(max_fp=f"{_float(high)} : f32", max_int=f"{a['max_int']} : i64",
-                     min_fp=f"{_float(low)} : f32", min_int=f"{a['min_int']} : i64")
-    if op.op == "RESCALE":
-        items.update(double_round=str(a["double_round"]).lower(),
-                     input_zp=f"{a['input_zp']} : i32",
-                     multiplier=_array("i32", a["multiplier"]),
-                     output_zp=f"{a['output_zp']} : i32",
-                     per_channel=str(a["per_channel"]).lower(),
-                     scale32=str(a["scale32"]).lower(),
-                     shift=_array(dialect["rescale_shift"], a["shift"]))
-        for flag in ("input_unsigned", "output_unsigned"):
-            if a[flag]:
-                items[flag] = "true"
-    if op.op == "RESIZE":
-        items["mode"] = f'"{ {"NEAREST": "NEAREST_NEIGHBOR"}.get(a["mode"], a["mode"]) }"'
-    if op.op == "FFT2D":
-        items["inverse"] = str(a["inverse"]).lower()
-    for name, values, kind in _const_operands(op, g):
-        consts.append(Tensor080(name, list(values.shape), kind, values))
-    return "{" + ", ".join(f"{k} = {v}" for k, v in sorted(items.items())) + "}" if items \
-        else ""
-
-
-def _float(value) -> str:
-    return f"0x{np.float32(value).view(np.uint32):08X}" if not np.isfinite(value) else \
-        repr(float(value))
-
-
-def _const_operands(op: Op080, g: Graph080) -> list:
-    """The 0.80 attributes the dialect takes as constant operands: (name, values, type)."""
-    a, out = op.attrs, op.outputs[0]
-    kind = g.tensors[op.inputs[0]].dtype if op.inputs else "INT32"
-    if op.op == "TRANSPOSE":
-        return [(f"{out}_perms", np.asarray(a["perms"], np.int32), "INT32")]
-    if op.op == "TABLE":
-        return [(f"{out}_table", np.asarray(a["table"], _np(kind)), kind)]
-    if op.op == "PAD":
-        rank = len(a["padding"]) // 2
-        padding = np.asarray(a["padding"], np.int32).reshape(rank, 2)
-        value = np.frombuffer(a["pad_const_fp"], np.float32)[0] if a["pad_const_fp"] \
-            else a["pad_const_int"]
-        return [(f"{out}_padding", padding, "INT32"),
-                (f"{out}_pad_const", np.asarray(value, _np(kind)).reshape(()), kind)]
-    return []
-
-
-def print_080(g: Graph080, dialect: str = "llvm18") -> str:
-    """TOSA 0.80 MLIR text of the 0.80 form, as LLVM 18 (or 17: ``dialect="llvm17"``)
-    printed the dialect, plus ``loc("name")`` on every value so that tensor names survive."""
-    spelling = DIALECTS[dialect]
-    ssa = {name: f"%arg{i}" for i, name in enumerate(g.inputs)}
-    lines, count = [], 0
-
-    def value(name: str) -> str:
-        nonlocal count
-        ssa[name] = f"%{count}"
-        count += 1
-        return ssa[name]
-
-    for t in g.tensors.values():
-        if t.data is not None:
-            lines.append(f'    {value(t.name)} = "tosa.const"() {{value = {_dense_text(t)}}} : '
-                         f'() -> {_mlir_type(t)} loc("{t.name}")')
-    for op in g.ops:
-        consts: list[Tensor080] = []
-        attrs = _op_text(op, g, consts, spelling)
-        operands = [ssa[n] for n in op.inputs]
-        for t in consts:
-            operands.append(value(f"{t.name} (operand)"))
-            lines.append(f'    {operands[-1]} = "tosa.const"() {{value = {_dense_text(t)}}} :'
-                         f' () -> {_mlir_type(t)} loc("{t.name}")')
-        ins = ", ".join(_mlir_type(t) for t in [g.tensors[n] for n in op.inputs] + consts)
-        out = g.tensors[op.outputs[0]]
-        name = MLIR_NAMES.get(op.op, op.op.lower())
-        lines.append(f"    {value(out.name)} = tosa.{name} {', '.join(operands)}"
-                     f"{' ' + attrs if attrs else ''} : ({ins}) -> {_mlir_type(out)} "
-                     f'loc("{out.name}")')
-    args = ", ".join(f'{ssa[n]}: {_mlir_type(g.tensors[n])} loc("{n}")' for n in g.inputs)
-    results = ", ".join(_mlir_type(g.tensors[n]) for n in g.outputs)
-    returned = ", ".join(ssa[n] for n in g.outputs)
-    head = f"module {{\n  func.func @{g.name}({args}) -> ({results}) {{\n"
-    tail = f"    return {returned} : {results}\n  }}\n}}\n"
-    return head + "\n".join(lines) + "\n" + tail
