@@ -129,6 +129,7 @@ def test_tensorflow_080_mlir_matches_the_current_converter(tf):
     old = load_graph(DATA / f"small_int8_tf{tf}.mlir")
     new = load_graph(DATA / f"small_int8_tf{tf}.tflite")
     assert old.version == "0.80" and old.inputs[0].shape == (1, 12, 12, 3)
+    assert load_graph(DATA / f"small_int8_tf{tf}.mlir", batch=3).outputs[0].shape == (3, 10)
     ops = [op.op for op in old]
     assert "FULLY_CONNECTED" not in ops and ops[-4:] == ["RESHAPE", "CONV2D", "RESHAPE",
                                                          "RESCALE"]
@@ -308,6 +309,16 @@ def test_080_fp16_bf16_convolutions_to_fp32_run_in_fp32(kind):
     want = np.array([[[[np.sum(xs[0, i:i + 2, j:j + 2] * ws[o]) for o in range(3)]
                        for j in range(4)] for i in range(4)]]) + [0.5, -1, 2]
     assert np.allclose(run1(new, x), want, rtol=1e-6, atol=1e-5)
+
+
+def test_convolution_types_0_80_lacks_are_errors():
+    g = graph080([Op080("CONV2D", ["x", "w", "b"], ["y"], dict(
+        pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], input_zp=0, weight_zp=0))],
+        [Tensor080("x", [1, 2, 2, 2], "BF16"), const("w", "BF16", np.ones((2, 1, 1, 2))),
+         const("b", "BF16", np.zeros(2)), Tensor080("y", [1, 2, 2, 2], "BF16")], ["x"], ["y"])
+    with pytest.raises(TosaError, match=r"CONV2D\[y\]: bf16 -> bf16 is not a TOSA 0.80 CONV2D "
+                                        r"mode"):
+        load080(g)
 
 
 def test_clamp_bounds_beyond_the_type_clip_nothing():

@@ -41,7 +41,11 @@ from hwsim.tosa.v080.form import Graph080, Op080
 from hwsim.tosa.v080.schema import schema as schema_080
 
 UNSIGNED_AS = {"UINT8": "int8", "UINT16": "int16"}
-ACC = {"int8": "int32", "int16": "int48", "fp16": "fp16", "bf16": "fp32", "fp32": "fp32"}
+# 0.80's convolution modes (S1 2.3.3): input type -> output types, and the accumulator a mode
+# implies (the output type; int48 for int16). Also FULLY_CONNECTED's, DEPTHWISE_CONV2D's, ...
+CONV_MODES = {"int8": ("int32",), "int16": ("int48",), "fp16": ("fp16", "fp32"),
+              "bf16": ("fp32",), "fp32": ("fp32",)}
+POOL_ACC = {"int8": "int32", "int16": "int32", "bf16": "fp32", "fp32": "fp32"}  # fp16: either
 NO_FORM = {
     "COND_IF": "control flow is not supported", "WHILE_LOOP": "control flow is not supported",
     "CUSTOM": "CUSTOM operators are implementation-defined; hwsim cannot run them",
@@ -52,8 +56,7 @@ NO_FORM = {
 class Upgrade:
     """The 1.0 tensors and operator rows being built from one 0.80 graph."""
 
-    def __init__(self, g: Graph080, source: str):
-        self.g, self.source = g, source
+    def __init__(self, g: Graph080, source: str, batch: int | None):
         self.pending: dict[str, Pending] = {}
         self.rows: list[tuple] = []
         self.made: dict[tuple, str] = {}     # constants made from attributes, by value
@@ -63,7 +66,13 @@ class Upgrade:
             data = t.data
             if data is not None and t.dtype in UNSIGNED_AS:
                 data = data.view(dtype(kind).np)          # the same bits, signless
-            self.pending[t.name] = Pending(t.name, t.shape, dtype(kind), data)
+            shape = list(t.shape)
+            if batch is not None and -1 in shape:
+                if -1 in shape[1:]:
+                    raise TosaError(source, f"tensor {t.name} has shape {shape}: only a "
+                                            "dynamic batch (leading) dimension can be fixed")
+                shape[0] = batch
+            self.pending[t.name] = Pending(t.name, shape, dtype(kind), data)
 
     def dt(self, name: str) -> DType:
         return self.pending[name].dtype
@@ -103,15 +112,9 @@ class Upgrade:
 
 
 def upgrade(g: Graph080, source: str, batch: int | None = 1) -> Graph:
-    """The validated 1.0 graph with the meaning of the 0.80 graph ``g``."""
-    if batch is not None:
-        for t in g.tensors.values():
-            if -1 in t.shape[1:]:
-                raise TosaError(source, f"tensor {t.name} has shape {t.shape}: only a dynamic "
-                                        "batch (leading) dimension can be fixed")
-            if t.shape[:1] == [-1]:
-                t.shape[0] = batch
-    u = Upgrade(g, source)
+    """The validated 1.0 graph with the meaning of the 0.80 graph ``g``; ``batch`` fixes a
+    dynamic (-1) leading dimension."""
+    u = Upgrade(g, source, batch)
     for op in g.ops:
         try:
             _operator(u, op)
@@ -193,6 +196,7 @@ def _conv(u: Upgrade, op: Op080) -> None:
     a = dict(op.attrs)
     inp, weight, bias = op.inputs
     out = op.outputs[0]
+    acc = conv_mode(u, op)
     inp, weight = _float_inputs(u, op, [inp, weight])
     izp = zero_point(u, op, inp, a.pop("input_zp"), "input_zp")
     wzp = zero_point(u, op, weight, a.pop("weight_zp"), "weight_zp", "weight_t")
@@ -200,8 +204,17 @@ def _conv(u: Upgrade, op: Op080) -> None:
         want = a.pop("output_shape")
         if want and [int(v) for v in want] != u.shape(out):
             raise error(op, f"output_shape {want} != output {out} shape {u.shape(out)}")
-    a["acc_type"] = ACC[u.dt(inp).name]
+    a["acc_type"] = acc
     u.emit(op.op, [inp, weight, bias, izp, wzp], op.outputs, attributes_10(op, a))
+
+
+def conv_mode(u: Upgrade, op: Op080) -> str:
+    """The accumulator of a 0.80 convolution mode (after the fp32 rewrite for fp16/bf16 ->
+    fp32); a pair of types 0.80 does not have is an error."""
+    in_t, out_t = u.dt(op.inputs[0]).name, u.dt(op.outputs[0]).name
+    if out_t not in CONV_MODES.get(in_t, ()):
+        raise error(op, f"{in_t} -> {out_t} is not a TOSA 0.80 {op.op} mode")
+    return {"int8": "int32", "int16": "int48"}.get(in_t, out_t)
 
 
 def _float_inputs(u: Upgrade, op: Op080, names: list[str]) -> list[str]:
@@ -227,6 +240,7 @@ def _fully_connected(u: Upgrade, op: Op080) -> None:
     if wic != ic or (n_out, oc_out) != (n, oc):
         raise error(op, f"input [N,IC] {[n, ic]}, weight [OC,IC] {[oc, wic]} and output "
                         f"[N,OC] {[n_out, oc_out]} disagree")
+    acc = conv_mode(u, op)
     inp, weight = _float_inputs(u, op, [inp, weight])
     izp = zero_point(u, op, inp, op.attrs["input_zp"], "input_zp")
     wzp = zero_point(u, op, weight, op.attrs["weight_zp"], "weight_zp", "weight_t")
@@ -235,7 +249,7 @@ def _fully_connected(u: Upgrade, op: Op080) -> None:
     y4 = u.tensor(f"{out}_conv", [n, 1, 1, oc], u.dt(out).name)
     u.emit("CONV2D", [x4, w4, bias, izp, wzp], [y4],
            {"pad": [0, 0, 0, 0], "stride": [1, 1], "dilation": [1, 1], "local_bound": False,
-            "acc_type": ACC[u.dt(x4).name]})
+            "acc_type": acc})
     u.emit("RESHAPE", [y4, u.shape_const(f"{out}_shape", [n, oc])], [out], {})
 
 
@@ -261,8 +275,9 @@ def _avg_pool(u: Upgrade, op: Op080) -> None:
     izp = zero_point(u, op, inp, a.pop("input_zp"), "input_zp")
     ozp = zero_point(u, op, inp, a.pop("output_zp"), "output_zp")
     acc = a.pop("accum_dtype")
-    a["acc_type"] = ACC.get(u.dt(inp).name, "int32") if acc == "UNKNOWN" else \
-        BY_ENUM[acc].name
+    if acc == "UNKNOWN" and u.dt(inp).name not in POOL_ACC:
+        raise error(op, f"accum_dtype is not set; a {u.dt(inp)} AVG_POOL2D needs it")
+    a["acc_type"] = POOL_ACC[u.dt(inp).name] if acc == "UNKNOWN" else BY_ENUM[acc].name
     u.emit("AVG_POOL2D", [inp, izp, ozp], op.outputs, attributes_10(op, a))
 
 
