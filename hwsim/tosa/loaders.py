@@ -8,6 +8,8 @@ tosa-tools); a ``.tflite`` model becomes TOSA MLIR bytecode through tosa-convert
 -1 in the flatbuffer); it is fixed to ``batch`` (default 1) when the graph is built, including
 the ``-1`` entries of RESHAPE shapes and SLICE sizes that depend on it. RESHAPE/TRANSPOSE of
 constants are folded into constants. Everything runs locally, without a cache or network access.
+TOSA 0.80 flatbuffers and MLIR text are read by ``hwsim.tosa.v080`` and upgraded to 1.0;
+``save_graph``/``graph_bytes`` write 1.0 flatbuffers, or 0.80 flatbuffers and MLIR text.
 """
 
 from __future__ import annotations
