@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-
 from pathlib import Path
 
 from hwsim.errors import ConfigError
@@ -84,7 +83,8 @@ def layer_rows(graph) -> list[dict]:
 def source(model, graph) -> dict:
     """The model's file format and the TOSA version it was written in."""
     from hwsim.tosa.loaders import model_format
-    kind = model_format(Path(model).read_bytes()[:4096], str(model))
+    with open(model, "rb") as fh:
+        kind = model_format(fh.read(4096), str(model))
     names = {"tosa": ".tosa flatbuffer", "tflite": ".tflite", "mlir": "TOSA MLIR text",
              "mlirbc": "TOSA MLIR bytecode"}
     version = graph.version or "-"
