@@ -247,9 +247,12 @@ def test_uint8_tensors_become_unsigned_rescales():
     ({"input_unsigned": True, "output_unsigned": True}, ("INT8", "INT8")),
     ({"input_unsigned": True}, ("INT8", "INT32")),
     ({"output_unsigned": True}, ("INT32", "INT8")),
+    ({"input_unsigned": True}, ("INT32", "INT16")),
+    ({"output_unsigned": True}, ("INT8", "INT32")),
 ])
 def test_rescales_1_0_forbids_have_no_form(attrs, kinds):
-    with pytest.raises(TosaError, match=r"RESCALE\[y\]: TOSA 0.80 allows .*; 1.0 forbids it"):
+    with pytest.raises(TosaError, match=r"RESCALE\[y\]: TOSA 0.80 allows .*_unsigned.*; 1.0 "
+                                        r"forbids it \(no faithful 1.0 form\)$"):
         load080(_rescale080(*kinds, **attrs))
 
 

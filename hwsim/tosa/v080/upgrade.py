@@ -336,10 +336,12 @@ def _rescale(u: Upgrade, op: Op080) -> None:
     iu = a.pop("input_unsigned") or inp in u.unsigned
     ou = a.pop("output_unsigned") or out in u.unsigned
     in_t, out_t = u.dt(inp).name, u.dt(out).name
+    wide = ("int32", "int48")       # 1.0 has no unsigned 32/48-bit side (S0 2.13.2)
     for broken, text in ((iu and ou, "input_unsigned && output_unsigned"),
-                         (out_t == "int32" and iu, "is_same<out_t,i32_t>() && input_unsigned"),
-                         (in_t == "int32" and ou, "is_same<in_t,i32_t>() && output_unsigned"),
-                         (in_t == "int48" and (iu or ou), "is_same<in_t,i48_t>() && unsigned")):
+                         (iu and (in_t in wide or out_t == "int32"),
+                          f"input_unsigned with {in_t} -> {out_t}"),
+                         (ou and (in_t in wide or out_t == "int32"),
+                          f"output_unsigned with {in_t} -> {out_t}")):
         if broken:
             raise error(op, f"TOSA 0.80 allows {text}; 1.0 forbids it (no faithful 1.0 form)")
     nc = len(a["multiplier"])
