@@ -119,7 +119,9 @@ class _Reader:
         n = self._u("I", pos)
         start = pos + 4
         if elem == "string" or elem in self.schema.tables:
-            self._u("I", start + 4 * n - 4) if n else None
+            if start + 4 * n > len(self.buf):      # a corrupt count: fail before looping
+                raise FlatbufferError(f"a {n}-element [{elem}] vector at {pos} runs past the "
+                                      "buffer")
             refs = [self._ref(start + 4 * i) for i in range(n)]
             if elem == "string":
                 return [self._string(r) for r in refs]
