@@ -76,6 +76,13 @@ def split_overrides(cls, overrides: dict) -> tuple[dict, dict]:
     return arch, {k: v for k, v in overrides.items() if kinds[k] != "arch"}
 
 
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    from hwsim.targets.base import ENGINES
+    parser.add_argument("--engine", choices=ENGINES, default=None,
+                        help="timing engine: compiled (default, fast) or simpy (the reference "
+                             "twin; identical results)")
+
+
 def cmd_run(args) -> int:
     from hwsim.traces.files import check_output
     from hwsim.traces.reader import read_trace
@@ -103,10 +110,13 @@ def cmd_run(args) -> int:
     machine = cls(**arch)
     progress = Progress(f"hwsim run {args.trace}")
     try:
-        result = machine.run(trace, params=timing, record=bool(args.timeline), progress=progress)
+        result = machine.run(trace, params=timing, progress=progress, engine=args.engine)
     finally:
         progress.close()
     print(result.summary())
+    passed = [check["message"] for check in result.stats["expects"] if not check["differ"]]
+    if passed:
+        print("\n" + "\n".join(passed))
     if args.json:
         result.write_json(args.json)
     if args.timeline:
@@ -150,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--params", metavar="FILE.toml", help="override parameters from TOML")
     run.add_argument("--timeline", metavar="OUT.json", help="write a Chrome/Perfetto timeline")
     run.add_argument("--json", metavar="OUT.json", help="write the summary as JSON")
+    add_engine(run)
     run.set_defaults(func=cmd_run)
 
     tg = sub.add_parser("targets", help="list machines and their parameters with sources")

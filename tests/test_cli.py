@@ -38,6 +38,11 @@ def test_run_prints_summary_and_writes_outputs(capsys, example, tmp_path):
     data = json.loads(summary.read_text())
     assert data["machine"] == "hmx" and data["cycles"] > 0 and data["macs"] == 32 * 32 * 32
     assert data["seconds"] == pytest.approx(data["cycles"] / data["clock_hz"])
+    assert out.splitlines()[-1] == "expect vtcm:0x1800 data/basic_multiply_out.npy: 2048 " \
+                                   "bytes match"   # the trace checked itself, and says so
+    assert data["expects"] == [{"what": "vtcm:0x1800 data/basic_multiply_out.npy",
+                                "bytes": 2048, "differ": 0,
+                                "message": out.splitlines()[-1]}]
     events = json.loads(timeline.read_text())["traceEvents"]
     tracks = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     assert len(tracks) >= 2
@@ -51,7 +56,7 @@ def test_expect_mismatch_exits_1(capsys, example):
     np.save(out_file, data)
     code, out, _ = run(capsys, "run", example)
     assert code == 1
-    assert "MISMATCH" in out and "bytes differ" in out
+    assert "MISMATCH" in out and "bytes differ" in out and "bytes match" not in out
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -123,7 +123,7 @@ def test_fewer_weight_bits_speed_up_3x3_and_not_1x1():
 def test_two_jobs_queue_back_to_back_and_a_third_waits_for_a_context():
     spec = LayerSpec(h_in=6, w_in=6, k_in=16, k_out=16, padding=(1, 1, 1, 1))
     result = hwsim.machine("gap9").run(conv_program(spec, jobs=3))
-    log = next(u for u in result.units if u.name == "ne16").log
+    log = result.log("ne16")
     ends = {}
     starts = {}
     for start, cycles, label, args in log:
@@ -234,5 +234,5 @@ def test_status_shows_the_contexts_holding_jobs():
     p.ne16_wait()
     p.ne16_status()                     # all ended
     result = hwsim.machine("gap9").run(p)
-    ctrl = next(u for u in result.units if u.name == "ctrl").log
+    ctrl = result.log("ctrl")
     assert [args["status"] for _, _, label, args in ctrl if label == "ne16 status"] == [0x101, 0]

@@ -106,7 +106,7 @@ def test_layer_example_against_exact_values():
         relu = 0 if y & 0x8000 else y  # max(y, +0): negatives and -0 become +0
         assert got[h, w, o] == relu, (h, w, o)
     # a convert (clear and swap) overlaps the multiply into the other accumulator
-    logs = {u.name: u.log for u in result.units}
+    logs = {u: result.log(u) for u in result.unit_names}
     mpy = [(s, s + c, label[-4:]) for s, c, label, _ in logs["mpy"]]
     cvt = [(s, s + c, label[4:8]) for s, c, label, _ in logs["cvt"] if label.startswith("cvt ")]
     assert any(c0 < m1 and m0 < c1 and acc_c != acc_m

@@ -196,8 +196,8 @@ def test_dma_fence_keeps_a_refill_behind_the_multiply_that_reads_the_buffer():
     unfenced = m.run(hwsim_trace(trace.replace("dma_fence()", "")), params=slow)
     # group 2's weights land in buffer A before group 0's multiply reads it
     assert len(unfenced.expect_failures) == 1 and "differ" in unfenced.expect_failures[0]
-    fence_log = [u.log for u in fenced.units if u.name == "dma"][0]
-    mpy_log = [u.log for u in fenced.units if u.name == "mpy"][0]
+    fence_log = fenced.log("dma")
+    mpy_log = fenced.log("mpy")
     first_fence = next(start for start, _, label, _ in fence_log if label == "dma_fence")
     assert first_fence >= mpy_log[0][0]  # it waited for the first multiply to start
 

@@ -217,7 +217,7 @@ def test_configuration_errors():
 # -- timing ---------------------------------------------------------------------------------------
 
 def intervals(result, unit):
-    return [(s, s + c, label) for u in result.units if u.name == unit for s, c, label, _ in u.log]
+    return [(s, s + c, label) for s, c, label, _ in result.log(unit)]
 
 
 def test_convert_overlaps_multiply_into_the_other_accumulator():

@@ -41,7 +41,7 @@ def test_a_corrupt_tosa_file_is_one_line(capsys, tmp_path, byte):
     data = bytearray(DS_CNN.read_bytes())
     data[byte] ^= 0x80
     (tmp_path / "bad.tosa").write_bytes(data)
-    with pytest.raises(TosaError, match=r"^<bytes>: corrupt flatbuffer: \w+Error: "):
+    with pytest.raises(TosaError, match=r"^<bytes>: corrupt flatbuffer: "):
         load_graph(bytes(data))
     code, _, err = run(capsys, "inspect", tmp_path / "bad.tosa")
     assert code == 2 and err.startswith(f"hwsim: error: {tmp_path / 'bad.tosa'}: corrupt ")

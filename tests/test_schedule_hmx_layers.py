@@ -108,7 +108,7 @@ def test_layer_forms(conv, fold, deep):
     plan = C.ConvPlan(conv, fold, deep)
     got, want, bound, result, _ = run_conv(conv, plan, chunk_bytes=4096)
     assert (np.abs(got - want) <= bound).all()
-    labels = [label for u in result.units for _, _, label, _ in u.log]
+    labels = [label for u in result.unit_names for _, _, label, _ in result.log(u)]
     if deep:
         assert any("64f" in label for label in labels)
     if conv.w == 40:
@@ -130,7 +130,7 @@ def test_convert_overlaps_multiply_and_dma_overlaps_compute():
     conv = C.Conv(1, 256, 256, 256)
     got, want, bound, result, _ = run_conv(conv, chunk_bytes=16 << 10)
     assert (np.abs(got - want) <= bound).all()
-    logs = {u.name: u.log for u in result.units}
+    logs = {u: result.log(u) for u in result.unit_names}
     mpy = [(s, s + c) for s, c, _, _ in logs["mpy"]]
     cvt = [(s, s + c) for s, c, label, _ in logs["cvt"] if label.startswith("cvt acc")]
     assert sum(any(c0 < m1 and m0 < c1 for m0, m1 in mpy) for c0, c1 in cvt) > len(cvt) // 2

@@ -1,13 +1,16 @@
 """SME GEMM kernels: every mode against an exact oracle (sequential Arm fused multiply-adds in
-exact rationals, or int64), edge blocks, grouped GEMMs, the instructions used, and throughput."""
+exact rationals, or int64), edge blocks, grouped GEMMs, the instructions used, throughput, and
+the program as arrays against the same program written line by line through the assembler."""
 
 import numpy as np
 import pytest
 
 import hwsim
 from hwsim.isa import sme
-from hwsim.schedule.sme.gemm import MODES, Gemm, gemm_program
+from hwsim.schedule.sme.gemm import MODES, Gemm, gemm_words
 from hwsim.targets.sme import layouts
+from hwsim.targets.sme.program import SmeProgram
+from tests.sme_gemm_oracle import gemm_text_words
 from tests.test_sme_numerics import BF16, FP32, Fpcr, o_bf16_sop, o_fma
 
 W_ADDR, X_ADDR, C_ADDR = 0x10000, 0x200000, 0x400000
@@ -33,7 +36,8 @@ def run(gemm: Gemm, w: np.ndarray, x: np.ndarray, **params):
         xp = layouts.pack_panels(x, *gemm.x_panel())
     m.memory("mem").write(W_ADDR, wp.astype(STORAGE[mode.src]))
     m.memory("mem").write(X_ADDR, xp.astype(STORAGE[mode.src]))
-    result = m.run(sme.assemble_program("smstart") + gemm_program(gemm), params=params)
+    words = np.concatenate([[sme.assemble("smstart")], gemm_words(gemm)]).astype(np.uint32)
+    result = m.run(SmeProgram(words), params=params)
     raw = m.memory("mem").read(C_ADDR, gemm.m * gemm.n * mode.tile_bytes)
     view = {"f32": np.uint32, "bf16": np.uint16, "i32": np.int32}[mode.acc]
     return raw.view(view).reshape(gemm.m, gemm.n), result
@@ -41,6 +45,10 @@ def run(gemm: Gemm, w: np.ndarray, x: np.ndarray, **params):
 
 def gemm(mode, m, n, k, **kw):
     return Gemm(MODES[mode], m, n, k, W_ADDR, X_ADDR, C_ADDR, **kw)
+
+
+def texts(g: Gemm) -> list[str]:
+    return [sme.disassemble(int(word)) for word in gemm_words(g)]
 
 
 def random_bits(rng, shape, fmt):
@@ -86,7 +94,7 @@ def test_int8_is_exact_signed_and_unsigned(unsigned):
     g = gemm("int8", m, n, k, unsigned=unsigned)
     got, _ = run(g, w, x)
     assert np.array_equal(got, x @ w.T)
-    text = [ins.text.split()[0] for ins in gemm_program(g)]
+    text = [line.split()[0] for line in texts(g)]
     assert ("sumopa" in text) == unsigned and ("smopa" in text) != unsigned
 
 
@@ -111,11 +119,11 @@ def test_grouped_gemm_gives_each_group_its_own_operands(mode):
 
 def test_blocks_use_every_tile_and_stores_respect_edges():
     g = gemm("fp32", 17, 18, 4)
-    text = "\n".join(ins.text for ins in gemm_program(g))
+    text = "\n".join(texts(g))
     for tile in range(4):
         assert f"fmopa za{tile}.s" in text
     assert "whilelt p1.s, xzr, x10" in text         # 2 channels in the second channel tile
-    bf = "\n".join(ins.text for ins in gemm_program(gemm("bf16", 40, 30, 4)))
+    bf = "\n".join(texts(gemm("bf16", 40, 30, 4)))
     assert "bfmopa za0.h" in bf and "bfmopa za1.h" in bf and "st1h {za1v.h" in bf
 
 
@@ -130,3 +138,31 @@ def test_four_accumulation_chains_keep_the_pipeline_nearly_full(mode, m, n, k, f
     peak = getattr(machine.params, f"{path}_macs_per_cycle")
     _, result = run(g, np.zeros((n, k), np.int64), np.zeros((m, k), np.int64))
     assert g.macs / result.cycles >= floor * peak
+
+
+def _shapes():
+    """GEMMs covering every branch of the writer: each mode, grouped or not, partial tiles in
+    both dimensions, K steps below, at and above the loads issued ahead (the register rotation),
+    unsigned int8, n past 4095 (x9 advanced by ADD #n >> 12, lsl #12), other vector lengths and
+    panel addresses that take MOVZ + MOVKs or a single MOV #0."""
+    cases = []
+    for mode in MODES.values():
+        dim, depth = 64 // mode.tile_bytes, mode.depth
+        for steps in (3, 7, 40):
+            for m, n in ((5, 3), (2 * dim + 7, dim + 1), (4 * dim, 2 * dim)):
+                cases.append((mode.name, m, n, steps * depth - 1, {}))
+            cases.append((mode.name, 2 * dim + 3, 3 * dim - 2, steps * depth, {"group": dim}))
+    return cases + [
+        ("int8", 37, 45, 70, {"unsigned": True}),
+        ("int8", 20, 40, 30, {"unsigned": True, "group": 16}),
+        ("fp32", 3, 4096, 2, {}), ("bf16", 9, 5000, 3, {}),
+        ("fp32", 40, 70, 30, {"svl_bytes": 256}),
+        ("bf16", 70, 70, 9, {"svl_bytes": 128, "group": 64})]
+
+
+def test_words_are_the_instructions_written_line_by_line():
+    for mode, m, n, k, kw in _shapes():
+        g = Gemm(MODES[mode], m, n, k, 0, 0x200000, 0x1_2345_6780, **kw)
+        words = gemm_words(g)
+        assert words.dtype == np.uint32
+        assert words.tolist() == gemm_text_words(g), (mode, m, n, k, kw)

@@ -7,7 +7,10 @@ import pytest
 
 import hwsim
 from hwsim.errors import ScheduleError
+from hwsim.isa import sme
+from hwsim.schedule import prepare
 from hwsim.schedule.sme.layers import Memory
+from hwsim.targets.sme.program import SmeProgram
 from hwsim.tosa.builder import GraphBuilder
 from hwsim.tosa.models import model
 
@@ -128,3 +131,26 @@ def test_buffers_reuse_the_bytes_of_dead_ones_and_constants_sit_on_top():
     assert mem.constant(100) == 0x10000 - 128
     with pytest.raises(ScheduleError, match="mem is full"):
         mem.buffer(0x10000, now=3, last=3)
+
+
+def test_the_program_is_arrays_and_each_layer_is_read_after_its_stores():
+    g = model("resnet8", dtype="int8", width=0.25, resolution=16)
+    *_, layers, lowered = prepare(g, "sme")
+    program, layer_of = lowered.program, lowered.layer_of
+    assert isinstance(program, SmeProgram) and program.words.dtype == np.uint32
+    assert layer_of.dtype == np.int32 and len(layer_of) == len(program)
+    assert np.all(np.diff(layer_of) >= 0) and layer_of[0] == 0
+    ops = {i: sme.decode(word).op for i, word in enumerate(program.words.tolist())
+           if i not in program.routines}
+    stores = set(program.routines) | {i for i, op in ops.items() if op in ("st1_za", "st1_z")}
+    assert "st1_za" in ops.values()
+    producer = {layer.output.name: layer.index for layer in layers}
+    for layer in layers:
+        writers = lowered.checkpoints[layer.index].writers
+        if layer.kind == "RESHAPE":     # a view: its source's writers (none for an input)
+            source = producer.get(layer.ops[0].inputs[0].name)
+            assert writers == (lowered.checkpoints[source].writers if source is not None
+                               else frozenset())
+        else:
+            assert writers == {i for i in stores if layer_of[i] == layer.index}
+            assert writers

@@ -47,7 +47,7 @@ def test_every_trace_runs_and_meets_its_expectations(trace, capsys):
 def test_microbenchmarks_reproduce_the_m4_table(name):
     _op, chains, cpi = GEN.MICROBENCH[name]
     result = hwsim.machine("sme").run(EXAMPLES / "microbench" / f"{name}.trace")
-    mx = next(u for u in result.units if u.name == "mx").log
+    mx = result.log("mx")
     starts = [start for start, *_ in mx]
     assert len(starts) == GEN.MICROBENCH_OPS
     assert (starts[-1] - starts[chains - 1]) / (len(starts) - chains) == cpi

@@ -1,5 +1,6 @@
 """SME encodings, assembly and disassembly: published encodings, round trips, error messages."""
 
+import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
@@ -154,6 +155,19 @@ def test_mov_pseudo_expands_to_movz_movn_movk(value):
     assert result == value & (1 << 64) - 1
     with pytest.raises(TraceSyntaxError, match="needs"):
         sme.assemble(f"mov x3, #{value}")
+
+
+@pytest.mark.parametrize("bits", [64, 32])
+def test_mov_words_are_what_the_assembler_makes_of_each_value(bits):
+    rng = np.random.default_rng(0)
+    halfwords = rng.choice([0, 0xFFFF, 0x1234, 0x8000, 1], (400, bits // 16))
+    values = [0, 1, 0xFFFF, 0x10000, (1 << bits) - 1, (1 << bits) - 0x10000] + [
+        sum(int(h) << 16 * i for i, h in enumerate(row)) for row in halfwords]
+    rd = rng.integers(0, 31, len(values))
+    words, used = sme.mov_words(rd, np.array(values, np.uint64), bits)
+    wide = "x" if bits == 64 else "w"
+    for r, value, row, keep in zip(rd, values, words, used):
+        assert row[keep].tolist() == [i.word for i in sme.parse_line(f"mov {wide}{r}, #{value}")]
 
 
 def _field_values(form, draw):

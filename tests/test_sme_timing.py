@@ -12,7 +12,7 @@ SETUP = "smstart\nptrue p0.b\nptrue p1.h\nptrue p2.s\n"
 
 def starts(result, unit="mx"):
     """Start cycles of the ops on ``unit``, in program order."""
-    log = next(u for u in result.units if u.name == unit).log
+    log = result.log(unit)
     return [start for start, _cycles, _label, _args in log]
 
 

@@ -6,6 +6,7 @@ import pytest
 
 import hwsim
 from hwsim.errors import TraceSyntaxError
+from hwsim.isa import sme
 from hwsim.isa.sme_vector import TensorRef, VecOp, parse_line
 from hwsim.errors import Location
 from hwsim.targets.sme import layouts
@@ -117,7 +118,7 @@ def test_cost_is_vectors_times_ops_times_issue_interval_or_the_port_time():
               "vec reshape in=mem:0x10000:f32:4096 out=mem:0x20000:f32:64x64\n"
               "vec pack in=mem:0x10000:f32:1x64x1x64 out=mem:0x30000:f32:4096 rows=16 "
               "vectors=2 depth=1\n")
-    log = next(u for u in r.units if u.name == "vec").log
+    log = r.log("vec")
     t = m.params
     assert [cycles for _, cycles, _, _ in log] == [
         7 * t.vec_rescale_ops * t.ssve_cycles_per_op,      # 100 int32 lanes: 7 vectors of 16
@@ -139,7 +140,7 @@ def test_loads_after_a_routine_see_its_result_and_it_sees_earlier_stores():
         ld1w {z1.s}, p0/z, [x2]
     """)
     assert np.array_equal(m.state.zv[4][1].view(np.float32), np.arange(16) ** 2)
-    units = {u.name: u.log for u in r.units}
+    units = {u: r.log(u) for u in r.unit_names}
     store, load = units["ls"][1], units["ls"][2]
     routine = units["vec"][0]
     assert routine[0] > store[0] and load[0] >= routine[0] + routine[1]
@@ -157,5 +158,5 @@ def test_a_python_program_takes_vec_ops():
     m.memory("mem").write(0, np.int8([5, -7, 3, 100]))
     op = VecOp("clamp", {"in": TensorRef(0, "i8", (4,)), "out": TensorRef(64, "i8", (4,)),
                          "min": -5, "max": 5})
-    m.run([*m.parse([("smstart", Location())]), op])
+    m.run([*sme.assemble_program("smstart"), op])
     assert list(m.memory("mem").read(64, 4).view(np.int8)) == [5, -5, 3, 5]

@@ -119,7 +119,13 @@ def test_statistics_in_lsb_and_ulp():
     exact, worst, mean = statistics(np.array([1.0, 1 + 2 ** -22, np.nan], np.float32),
                                     np.array([1.0, 1.0, np.nan], np.float32), FP32)
     assert (exact, worst) == (2, 2.0) and mean == pytest.approx(2 / 3)
-    assert ulp_error(np.array([1.0]), np.array([0.0]), FP32).tolist() == [np.inf]
+    # a zero golden: the result's own size (2^23 ulps of 1.0); a larger scale (a dot
+    # product's bound) measures against it; only an overflow or a NaN is infinite
+    assert ulp_error(np.array([1.0]), np.array([0.0]), FP32).tolist() == [2.0 ** 23]
+    assert ulp_error(np.array([2 ** -10, 3.0]), np.array([0.0, 3.0]), FP32,
+                     scale=np.array([4.0, 4.0])).tolist() == [2.0 ** 11, 0.0]
+    assert ulp_error(np.array([65504.0, np.nan]), np.array([np.inf, 1.0]),
+                     FP16).tolist() == [np.inf, np.inf]
     bf = np.array([1.0, 1.0078125], ml_dtypes.bfloat16)
     assert statistics(bf, np.array([1.0, 1.0], ml_dtypes.bfloat16), BF16)[1] == 1.0
 

@@ -217,25 +217,29 @@ class Word:
             values[name] = value << shift
         return values
 
-    def encode_array(self, **arrays) -> np.ndarray:
-        """Words (uint64) from arrays of field values; each value is range-checked."""
-        shape = np.broadcast_shapes(*(np.shape(a) for a in arrays.values())) if arrays else ()
-        words = np.full(shape, self.encode(), dtype=np.uint64)
-        for name, array in arrays.items():
+    def encode_array(self, **values) -> np.ndarray:
+        """Words (uint64) from field values, arrays or numbers broadcast together; each value is
+        range-checked. The numbers are encoded once (``encode``), the arrays with numpy."""
+        numbers = {name: v for name, v in values.items() if np.ndim(v) == 0}
+        words = np.uint64(self.encode(**numbers))
+        for name, array in values.items():
+            if name in numbers:
+                continue
             f = self.fields.get(name)
             if f is None:
                 self.encode(**{name: 0})  # raises the unknown-field error
             value = np.asarray(array, dtype=np.int64)
             lo, hi = f.value_range()
-            bad = (value < lo) | (value > hi) | (value & ((1 << f.shift) - 1) != 0)
-            if bad.any():
+            if value.size and (value.min() < lo or value.max() > hi or f.shift and np.any(
+                    value & ((1 << f.shift) - 1))):
+                bad = (value < lo) | (value > hi) | (value & ((1 << f.shift) - 1) != 0)
                 self.encode(**{name: int(value[bad].flat[0])})  # raises with the field's name
-            raw = (value >> f.shift).astype(np.uint64) & np.uint64((1 << f.width) - 1)
+            raw = (value >> f.shift).astype(np.uint64)     # two's complement if signed
             for hi_bit, lo_bit in reversed(f.pieces):
                 n = hi_bit - lo_bit + 1
-                words |= (raw & np.uint64((1 << n) - 1)) << np.uint64(lo_bit)
+                words = words | (raw & np.uint64((1 << n) - 1)) << np.uint64(lo_bit)
                 raw = raw >> np.uint64(n)
-        return words
+        return np.asarray(words)
 
     def format(self, values: dict[str, int]) -> str:
         return " ".join(f"{k}={v:#x}" if abs(v) > 9 else f"{k}={v}" for k, v in values.items())

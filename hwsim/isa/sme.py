@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass, field as dataclass_field
 from typing import Callable
 
+import numpy as np
+
 from hwsim.errors import EncodingError, HwsimError, Location, TraceSyntaxError
 from hwsim.isa.fields import Const, Field, Word
 from hwsim.traces.reader import unknown_directive
@@ -627,23 +629,39 @@ def _mov_pseudo(text: str) -> tuple[tuple[Form, tuple, int], ...] | None:
     rd = 31 if m.group(2) == "zr" else int(m.group(2))
     if rd > 31:
         return None
-    chunks = [value >> 16 * i & 0xFFFF for i in range(bits // 16)]
-    invert = sum(c != 0xFFFF for c in chunks) < sum(c != 0 for c in chunks)
-    skip = 0xFFFF if invert else 0
-    wide = "x" if bits == 64 else "w"
-    steps, first = [], True
-    for hw, chunk in enumerate(chunks):
-        if chunk == skip:
-            continue
-        if first:
-            name = f"{'movn' if invert else 'movz'}_{wide}"
-            imm = (~chunk & 0xFFFF) if invert else chunk
-            first = False
-        else:
-            name, imm = f"movk_{wide}", chunk
-        fields = {"rd": rd, "imm16": imm, "hw": hw}
-        steps.append((FORM[name], tuple(fields.items()), FORM[name].word.encode(**fields)))
+    words, used = mov_words(rd, value, bits)
+    forms = [FORM[f"{name}_{m.group(1)}"] for name in ("movz", "movn", "movk")]
+    steps = []
+    for word in words[used].tolist():
+        form = next(f for f in forms if f.word.matches(word))
+        steps.append((form, tuple(form.word.decode(word).items()), word))
     return tuple(steps)
+
+
+# the move wide (immediate) class with its opcode as a field: MOVN 0, MOVZ 2, MOVK 3 (the
+# rows of FORMS fix it), to encode mixed sequences of the three at once
+_MOVE_WIDE = {bits: _word(f"move wide {bits}", f"{bits // 64} opc:2 100101 hw:2 imm16:16 rd:5")
+              for bits in (32, 64)}
+
+
+def mov_words(rd, values, bits: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """The instructions of ``mov Xd, #value`` (``bits`` 64; ``mov Wd`` for 32) for arrays of
+    registers and unsigned values at once: words [..., bits // 16] (uint32) and which of them
+    the program holds (``words[used]``, row-major, is the code). One MOVZ or MOVN when it holds
+    the value, as the assembler picks; else the ``mov`` pseudo-instruction's expansion: MOVZ, or
+    MOVN when fewer halfwords differ from 0xFFFF than from 0, then a MOVK per other halfword."""
+    values = np.asarray(values, np.uint64)[..., None]
+    hw = np.arange(bits // 16)
+    chunks = (values >> (16 * hw).astype(np.uint64) & np.uint64(0xFFFF)).astype(np.int64)
+    zero, ones = chunks == 0, chunks == 0xFFFF
+    invert = (~ones).sum(axis=-1, keepdims=True) < (~zero).sum(axis=-1, keepdims=True)
+    used = np.where(invert, ~ones, ~zero)
+    used[..., 0] |= ~used.any(axis=-1)         # 0 and all ones: one MOVZ/MOVN #0
+    first = hw == np.argmax(used, axis=-1)[..., None]
+    words = _MOVE_WIDE[bits].encode_array(
+        rd=np.asarray(rd)[..., None], hw=hw, opc=np.where(first, np.where(invert, 0, 2), 3),
+        imm16=np.where(first & invert, chunks ^ 0xFFFF, chunks))
+    return words.astype(np.uint32), used
 
 
 class _LineError(Exception):

@@ -1,11 +1,11 @@
 """A DMA engine: 1-D and 2-D strided copies between address spaces, at simulated time.
 
-The engine is a decoupled unit: a transfer occupies it for ``setup_cycles`` (programming the
-descriptor), then moves through the source and destination ports at their bandwidth and latency
-while the next transfer is set up; at most ``channels`` transfers are under way. The source is
-read when the transfer starts and the destination written when its last byte lands, so a program
-that reads the destination before waiting on the transfer sees the old bytes. Timing-only runs
-(``engine.numerics`` false) move no bytes.
+The engine is a decoupled unit (``UnitSpec.in_flight`` = its channels): a transfer occupies it
+for ``setup_cycles`` (programming the descriptor), then moves through the source and destination
+ports at their bandwidth and latency while the next transfer is set up. The source is read when
+the transfer starts and the destination written when its last byte lands, so a program that
+reads the destination before waiting on the transfer sees the old bytes. Timing-only runs move
+no bytes.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ import numpy as np
 
 from hwsim.errors import MemoryFault
 from hwsim.memory.space import AddressSpace
-from hwsim.timing.engine import Engine, Op, Port, Work
+from hwsim.timing.optable import OpBuilder
 
 
 @dataclass(frozen=True)
 class Copy:
-    """``rows`` rows of ``row_bytes``; row ``i`` at ``src + i*src_stride`` -> ``dst + i*dst_stride``."""
+    """``rows`` rows of ``row_bytes``; row ``i`` at ``src + i*src_stride`` ->
+    ``dst + i*dst_stride``."""
 
     src: AddressSpace
     src_addr: int
@@ -54,6 +55,11 @@ class Copy:
         return np.concatenate([self.src.read(self.src_addr + i * self.src_stride, self.row_bytes)
                                for i in range(self.rows)])
 
+    def start(self):
+        """Read the source now; the returned commit writes the destination."""
+        data = self.gather()
+        return lambda: self.scatter(data)
+
     def scatter(self, data: np.ndarray) -> None:
         for i in range(self.rows):
             self.dst.write(self.dst_addr + i * self.dst_stride,
@@ -61,36 +67,27 @@ class Copy:
 
 
 class Dma:
-    """Copies on one engine unit, through one port per space (``ports[space.name]``)."""
+    """Copies as ops of one decoupled unit, through one port per space (``ports[space.name]``:
+    port indices of an ``OpBuilder``)."""
 
-    def __init__(self, engine: Engine, name: str, ports: dict[str, Port], channels: int,
-                 setup_cycles: int, queue_depth: int = 16):
-        self.unit = engine.unit(name, queue_depth=queue_depth, in_flight=channels)
-        self.engine, self.ports, self.setup_cycles = engine, ports, setup_cycles
-        self.count = 0
+    def __init__(self, unit: str, ports: dict[str, int], setup_cycles: int):
+        self.unit, self.ports, self.setup_cycles = unit, ports, setup_cycles
 
-    def op(self, copy: Copy, token=None, label: str | None = None) -> Op:
-        """An op performing ``copy``; it writes resource ``token`` (default: a fresh id) so that
-        a later op can wait for the transfer by reading it."""
+    def add(self, b: OpBuilder, copy: Copy, token, tag: int, actions: dict | None,
+            reads=(), label: str | None = None, traffic=None) -> int:
+        """Append an op performing ``copy`` that writes resource ``token`` (a later op waits for
+        the transfer by reading it); its action (``actions`` None: timing only) moves the bytes."""
         copy.check()
-        self.count += 1
-        token = token if token is not None else (self.unit.name, self.count)
         try:
             ports = (self.ports[copy.src.name], self.ports[copy.dst.name])
         except KeyError as exc:
             raise MemoryFault(exc.args[0], copy.src_addr, copy.nbytes,
-                              f"{self.unit.name} has no port to this space") from None
-
-        def execute() -> Work:
-            commit = None
-            if self.engine.numerics:
-                data = copy.gather()
-                commit = lambda: copy.scatter(data)               # noqa: E731
-            return Work(cycles=self.setup_cycles,
-                        transfers=((ports[0], copy.nbytes), (ports[1], copy.nbytes)),
-                        commit=commit)
-
+                              f"{self.unit} has no port to this space") from None
         text = label or (f"dma {copy.src.name}:{copy.src_addr:#x} -> {copy.dst.name}:"
                          f"{copy.dst_addr:#x} {copy.nbytes}B")
-        return Op(self.unit, execute, text, writes=(token,),
-                  args={"bytes": copy.nbytes, "rows": copy.rows})
+        op = b.add(self.unit, self.setup_cycles, reads=reads, writes=(token,),
+                   transfers=((ports[0], copy.nbytes), (ports[1], copy.nbytes)), label=text,
+                   tag=tag, traffic=traffic, args={"bytes": copy.nbytes, "rows": copy.rows})
+        if actions is not None:
+            actions[op] = copy.start
+        return op

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from hwsim.errors import ConfigError, ScheduleError
+from hwsim.schedule import requantise
 from hwsim.schedule.lowering import Lowered, Lowering
 from hwsim.schedule.report import LayerRow, Report
 from hwsim.tosa.ir import Graph
@@ -71,6 +72,16 @@ def _machine(low: Lowering, overrides: dict):
     return cls(**arch), {**low.machine_params, **timing}
 
 
+def _configuration(machine, low: Lowering, overrides: dict) -> tuple[dict, dict]:
+    """Every parameter the run's machine has, with its value, and who set those that are not
+    the machine's defaults: "lowering" (``Lowering.machine_params``) or "user" (overrides)."""
+    values = machine.params.copy()
+    values.update(low.machine_params, origin="lowering")
+    values.update(overrides, origin="user")
+    return values.as_dict(), {row.name: origin for row, _, origin in values.rows()
+                              if origin in ("lowering", "user")}
+
+
 @contextlib.contextmanager
 def _no_cycle_collection():
     """Pause the cyclic garbage collector (as ``Engine.run`` does): an estimate makes many
@@ -91,56 +102,85 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     graph, name = _graph(model)
     low = lowering(target)
     options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
-    graph = low.rewrite(graph, options)
+    rewritten = low.rewrite(graph, options)
+    graph = rewritten.graph
     machine, run_params = _machine(low, options.params)
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)
+    lowered.rewritten = rewritten
+    for layer in layers:        # what the rewrite made of a layer comes first
+        if layer.name in rewritten.notes:
+            lowered.notes[layer.index] = rewritten.notes[layer.name] + lowered.notes.get(
+                layer.index, [])
     return graph, name, low, options, machine, run_params, layers, lowered
+
+
+def _feeds(graph: Graph, lowered: Lowered, inputs) -> dict:
+    """The run's inputs: those of the graph given to the lowering (``_inputs``), turned into
+    the float graph's when it runs an integer graph in LSB units."""
+    rewritten = lowered.rewritten
+    if rewritten is None or rewritten.source is None:
+        return _inputs(graph, inputs)
+    return requantise.feeds(rewritten, _inputs(rewritten.source, inputs))
 
 
 def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bits: int = 8,
              params: dict | None = None, check: bool = False, inputs=None,
-             numerics: bool = True, progress=None, name: str | None = None) -> Report:
+             numerics: bool = True, progress=None, name: str | None = None,
+             engine: str | None = None) -> Report:
     """Lower ``model`` (a Graph or a model file) onto ``target``, run it and report per layer.
     ``mode``: the lowering's numeric mode; ``weight_bits``: requantise weights (2..8);
     ``params``: machine parameter overrides; ``check``: judge every layer against the TOSA
     reference (needs ``numerics``); ``inputs``: the model input (default: a fixed random
-    sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running."""
+    sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running;
+    ``engine``: ``compiled`` (default) or ``simpy`` (the reference twin, identical results)."""
     if check and not numerics:
         raise ConfigError("--check needs the datapaths: drop --no-numerics")
     with _no_cycle_collection():
         return _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
-                         progress, name)
+                         progress, name, engine)
 
 
 def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics, progress,
-              name) -> Report:
+              name, engine) -> Report:
     from hwsim.schedule.check import check as judge
     from hwsim.schedule.run import attribute, simulate
     wall = {}
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params, numerics)
-    feeds = _inputs(graph, inputs)
+    feeds = _feeds(graph, lowered, inputs)
     wall["lower"] = time.perf_counter() - start
-    sim = simulate(lowered, machine, feeds, run_params, numerics, progress)
+    sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine)
     wall["simulate"] = sim.seconds
     start = time.perf_counter()
     stats = attribute(sim.result, lowered, low, len(layers))
     rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
-    report = Report(name or model_name, low.target, options.mode, options.weight_bits,
-                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"], run_params,
-                    sim.outputs, numerics=numerics, result=sim.result)
+    report = Report(name or model_name, low.target, options.mode,
+                    low.stored_weight_bits(graph, options),
+                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"],
+                    *_configuration(machine, low, options.params), _outputs(lowered, sim),
+                    numerics=numerics, result=sim.result)
     wall["attribute"] = time.perf_counter() - start
     if check:
         start = time.perf_counter()
-        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds, low, options)
+        verdicts = judge(graph, layers, sim.values, sim.outputs, feeds, low, options,
+                         lowered.rewritten)
         for row in rows:
             row.verdict = verdicts.layers[row.index]
         report.output_verdicts = verdicts.outputs
         wall["check"] = time.perf_counter() - start
     report.wall = wall
     return report
+
+
+def _outputs(lowered: Lowered, sim) -> dict:
+    """The graph outputs as the model given has them (integers, for an integer model run in
+    float LSB units)."""
+    rewritten = lowered.rewritten
+    if not sim.outputs or rewritten is None or rewritten.source is None:
+        return sim.outputs
+    return requantise.outputs(rewritten, sim.outputs)
 
 
 def _row(layer, stats: dict, lowered: Lowered) -> LayerRow:
@@ -160,14 +200,13 @@ def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
     from hwsim.schedule.trace import write_trace
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params)
-    feeds = _inputs(graph, inputs)
+    feeds = _feeds(graph, lowered, inputs)
     expected = None
     if low.bit_exact(options.mode):
         from hwsim.tosa.reference import run_graph
         expected = run_graph(graph, [feeds[t.name] for t in graph.inputs])
-    return write_trace(Path(path), low, options, name or model_name, layers, lowered, feeds,
-                       expected,
-                       {**options.params, **run_params})
+    return write_trace(Path(path), low, options, graph, name or model_name, layers, lowered,
+                       feeds, expected, {**options.params, **run_params})
 
 
 __all__ = ["estimate", "compile_model", "prepare", "lowering", "Report", "Lowering",

@@ -17,6 +17,9 @@ graph's (``Lowering.compute_types``, e.g. HMX's FP16), a layer outside its graph
 judged again as that type's operator, on the same inputs rounded to it (``Verdict.narrow``):
 within that bound, the deviation is the format's, not an error. A lowering may judge a layer
 itself instead (``Lowering.judge``: SME's BF16 dot products, judged on BF16-rounded operands).
+When the lowering ran an integer graph in float LSB units (``Rewritten.source``: HMX's
+dequantise mode), every int8 layer and output is also judged as the integer model, in LSB
+(``Verdict.requantised``, ``hwsim.schedule.requantise``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hwsim.schedule import requantise
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.ir import Graph, Operator, Tensor
@@ -178,16 +182,28 @@ def _float_verdicts(cases: list) -> dict:
     return verdicts
 
 
+def _fits(ops: list, dtype: str) -> bool:
+    """Every float constant of ``ops`` is within the range of ``dtype``. One beyond it (e.g. a
+    dequantised int32 bias, which HMX takes in its wider bias field) would be infinite in that
+    type's operator, and no bound of that type says anything about the layer."""
+    top = lookup(dtype).max_normal
+    return all(np.abs(np.asarray(t.data, np.float64)).max(initial=0) <= top
+               for op in ops for t in op.inputs if t.is_const and t.dtype.is_float)
+
+
 def _narrow(cases: list, types) -> dict:
-    """The layers judged as operators of the narrower compute type (module docstring)."""
+    """The layers judged as operators of the narrower compute type (module docstring); those
+    whose constants that type cannot hold are not judged so (``_fits``)."""
     dtype, acc = types
     layers, feeds, sims, made = [], {}, {}, {}
-    for c in cases:
+    for c in (c for c in cases if _fits(c.ops, dtype)):
         layer = Layer(c.index, retyped(c.ops, dtype, acc, made))
         layers.append(layer)
         feeds[c.index] = {t.name: np.asarray(c.feeds[t.name], np.float64).astype(t.dtype.np)
                           for t in layer.inputs}
         sims[c.index] = np.asarray(c.sim, np.float64).astype(layer.output.dtype.np)
+    if not layers:
+        return {}
     golden = goldens(layers, feeds)
     return _float_verdicts([_Float(layer.index, layer.ops, sims[layer.index],
                                    golden[layer.index], feeds[layer.index])
@@ -195,10 +211,11 @@ def _narrow(cases: list, types) -> dict:
 
 
 def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
-          low, options) -> Check:
+          low, options, rewritten=None) -> Check:
     """Verdicts of every layer's simulated output (``values``) and of the graph outputs, by
     the lowering ``low`` where it judges a layer itself (``Lowering.judge``), else as the
-    module docstring says."""
+    module docstring says; when ``rewritten`` runs an integer graph in float LSB units, each
+    verdict also holds the integer model's (``Verdict.requantised``, ``requantise``)."""
     compute_types = low.compute_types(options)
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
@@ -227,6 +244,11 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     out_ops = {op.output.name: op for op in graph}
     out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
                     for name in outputs if name in out_ops}
+    if rewritten is not None and rewritten.source is not None:
+        for index, verdict in requantise.verdicts(rewritten, layers, values, inputs).items():
+            verdicts[index] = replace(verdicts[index], requantised=verdict)
+        for name, verdict in requantise.output_verdicts(rewritten, outputs, inputs).items():
+            out_verdicts[name] = replace(out_verdicts[name], requantised=verdict)
     return Check(verdicts, out_verdicts, reference)
 
 

@@ -39,11 +39,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from hwsim.cli import add_engine
     est = sub.add_parser("estimate", help="lower a model onto a machine and report per layer",
                          description="Lower a TOSA model onto a machine, simulate it, and "
                                      "report cycles, MACs, bytes per memory level, bound and "
                                      "overlap per layer (README: Estimating models).")
     _common(est)
+    add_engine(est)
     est.add_argument("--check", action="store_true",
                      help="judge every layer and the outputs against the TOSA reference")
     est.add_argument("--no-numerics", action="store_true",
@@ -93,7 +95,8 @@ def cmd_estimate(args) -> int:
     try:
         report = estimate(graph, args.target, mode=args.mode, weight_bits=args.weight_bits,
                           params=params, check=args.check, inputs=inputs,
-                          numerics=not args.no_numerics, progress=progress, name=args.model)
+                          numerics=not args.no_numerics, progress=progress, name=args.model,
+                          engine=args.engine)
     finally:
         progress.close()
     text = {"table": report.table, "json": report.json, "csv": report.csv}[args.report]()

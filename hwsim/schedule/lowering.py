@@ -16,8 +16,11 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
   with the layer it belongs to, with the memory image to load before the run, where the graph
   inputs and outputs live, and where each layer's output can be read once its writers have
   committed (``Checkpoint``);
-* ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``);
-* optionally ``rewrite(graph, options)`` (the graph it actually runs) and
+* ``text(instruction)``: the instruction as a trace line (for ``hwsim compile``), or
+  ``lines(program)``: the whole program's (default: ``text`` of each instruction);
+* optionally ``rewrite(graph, options)`` (a ``Rewritten``: the graph it actually runs; for an
+  integer graph run in float LSB units, also the integer graph and its zero points, so that
+  the scheduler feeds integer inputs, rounds results back and judges them against it) and
   ``compute_types(options)`` (the narrower float format it computes in, for ``--check``);
 * ``roofs(params)``: the machine's compute peaks (MAC/cycle) and memory bandwidths
   (bytes/cycle) by name, for the roofline plot;
@@ -52,6 +55,22 @@ class Options:
     weight_bits: int = 8
     params: dict = field(default_factory=dict)
     numerics: bool = True
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """The graph a lowering runs in place of the one it was given (``Lowering.rewrite``).
+    ``source``: the integer graph that ``graph`` computes in float LSB units, or None (the
+    graph runs as given); for its integer tensors, ``offsets``: the zero point their float
+    values omit, and ``units``: LSB per float unit where that is not 1 (q = value * unit +
+    offset); ``notes``: tensor name -> what the rewrite made of it, for the report row of the
+    layer producing it."""
+
+    graph: Graph
+    source: Graph | None = None
+    offsets: dict = field(default_factory=dict)
+    units: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -147,8 +166,8 @@ class Checkpoint:
 class Lowered:
     """A lowered program and what the scheduler needs to run and judge it."""
 
-    program: list
-    layer_of: list                      # layer index of each instruction
+    program: object                     # a list of instructions, or a machine's arrays (SME)
+    layer_of: object                    # layer index of each instruction: a list or an array
     image: list                         # (space, addr, uint8 bytes) loaded before the run
     inputs: dict                        # graph input name -> Placement
     outputs: dict                       # graph output name -> Placement
@@ -156,6 +175,7 @@ class Lowered:
     units: dict                         # layer index -> units it uses, e.g. ("ne16", "dma")
     notes: dict = field(default_factory=dict)    # layer index -> [text]
     params: dict = field(default_factory=dict)   # machine parameters the program assumes
+    rewritten: Rewritten | None = None           # what the scheduler lowered, when rewritten
 
 
 class Lowering:
@@ -185,10 +205,11 @@ class Lowering:
     def unsupported(self, op: Operator, options: Options) -> str | None:
         raise NotImplementedError
 
-    def rewrite(self, graph: Graph, options: Options) -> Graph:
+    def rewrite(self, graph: Graph, options: Options) -> Rewritten:
         """The graph the lowering runs (default: as given); the scheduler feeds, runs and
-        judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one)."""
-        return graph
+        judges this graph (e.g. HMX's dequantise mode turns an int8 graph into a float one,
+        and the ``Rewritten`` says how to go back to the int8 model's values)."""
+        return Rewritten(graph)
 
     def compute_types(self, options: Options) -> tuple[str, str] | None:
         """(element type, accumulator type) the machine computes float layers in, when it is
@@ -205,11 +226,21 @@ class Lowering:
     def text(self, instr) -> str:
         raise NotImplementedError
 
+    def lines(self, program) -> list[str]:
+        return [self.text(instr) for instr in program]
+
     def roofs(self, params) -> dict:
         raise NotImplementedError
 
     def default_mode(self, graph: Graph) -> str:
         return self.modes[0]
+
+    def stored_weight_bits(self, graph: Graph, options: Options) -> int | None:
+        """The width weights are requantised to, where this lowering requantises them (its
+        ``weight_bits`` offers a choice) and ``graph`` is integer; else None: the weights keep
+        the graph's own type, and a report names no width."""
+        integer = not any(t.dtype.is_float for op in graph for t in op.inputs + op.outputs)
+        return options.weight_bits if len(self.weight_bits) > 1 and integer else None
 
     def bit_exact(self, mode: str) -> bool:
         return mode == "exact"

@@ -5,7 +5,10 @@ Columns (see ``hwsim.schedule.run`` for how each is attributed from one simulati
 ``MAC/cyc`` (MACs / cycles) and ``%peak`` (against the peak of the fastest compute unit the
 layer uses), bytes through each memory level, ``bound`` (compute or memory: which of its compute
 and its data-movement cycles is larger), ``overlap`` (share of its data movement hidden behind
-compute), and with ``--check`` the verdict against the TOSA reference (max error in LSB).
+compute), and with ``--check`` the verdict against the TOSA reference (its type, status,
+max error and unit: LSB for integers, ULP for floats, ``hwsim.tosa.numerics.ulp_error``),
+led by the verdict that matters most: against the integer model, then as the machine's
+narrower compute type, then in the graph's own type (``Verdict.brief``).
 """
 
 from __future__ import annotations
@@ -60,9 +63,24 @@ class LayerRow:
 def _verdict_json(v) -> dict:
     out = {"status": v.status, "exact": v.exact, "count": v.count, "max_err": v.max_err,
            "mean_err": v.mean_err, "unit": v.unit, "check": v.check, "detail": v.detail}
-    if v.narrow is not None:
-        out["as_" + v.narrow.dtype] = _verdict_json(v.narrow)
+    for other in (v.narrow, v.requantised):
+        if other is not None:
+            out["as_" + other.dtype] = _verdict_json(other)
     return out
+
+
+def _verdict_csv(v) -> list:
+    """The CSV verdict columns (``CSV_VERDICT``) of one layer's verdict (or None)."""
+    cells = []
+    for w in (v, v and v.narrow, v and v.requantised):
+        cells += [w.dtype, w.status, w.max_err, w.unit, w.exact] if w is not None else [""] * 5
+    return cells
+
+
+# a verdict, then the same result judged in the machine's narrower compute type (HMX: fp16),
+# then rounded to the integer model's type against that model (HMX dequantise mode)
+CSV_VERDICT = [f"{prefix}{name}" for prefix in ("", "narrow_", "requantised_")
+               for name in ("type", "verdict", "max_err", "err_unit", "bit_exact")]
 
 
 @dataclass
@@ -72,12 +90,14 @@ class Report:
     model: str
     target: str
     mode: str
-    weight_bits: int
+    weight_bits: int | None     # None: the lowering keeps the graph's weights as they are
     clock_hz: float
     cycles: int
     layers: list
     totals: dict
-    params: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)          # every machine parameter -> value
+    param_origins: dict = field(default_factory=dict)   # those not at their default -> who set
+    # them: "user" (an override) or "lowering" (the value its programs are meant to run with)
     outputs: dict = field(default_factory=dict)          # graph output -> simulated values
     output_verdicts: dict = field(default_factory=dict)  # graph output -> Verdict
     wall: dict = field(default_factory=dict)             # seconds per phase
@@ -99,7 +119,8 @@ class Report:
         return {"model": self.model, "target": self.target, "mode": self.mode,
                 "weight_bits": self.weight_bits, "clock_hz": self.clock_hz,
                 "cycles": self.cycles, "seconds": self.seconds, "macs": self.macs,
-                "numerics": self.numerics, "params": self.params, "totals": self.totals,
+                "numerics": self.numerics, "params": self.params,
+                "param_origins": self.param_origins, "totals": self.totals,
                 "wall_seconds": self.wall,
                 "outputs": {k: v.tolist() for k, v in self.outputs.items()},
                 "output_verdicts": {k: str(v) for k, v in self.output_verdicts.items()},
@@ -114,8 +135,8 @@ class Report:
         writer = csv.writer(buffer)
         writer.writerow(["index", "name", "kind", "shape", "units", "cycles", "macs",
                          "macs_per_cycle", "peak_fraction"] + [f"bytes_{lv}" for lv in levels]
-                        + ["compute_cycles", "movement_cycles", "bound", "overlap", "verdict",
-                           "max_err_lsb", "notes"])
+                        + ["compute_cycles", "movement_cycles", "bound", "overlap"]
+                        + CSV_VERDICT + ["notes"])
         for r in self.layers:
             v = r.verdict
             writer.writerow([r.index, r.name, r.kind, "x".join(map(str, r.shape)),
@@ -124,9 +145,8 @@ class Report:
                              "" if r.peak_fraction is None else round(r.peak_fraction, 4)]
                             + [r.bytes.get(lv, 0) for lv in levels]
                             + [r.compute_cycles, r.movement_cycles, r.bound,
-                               "" if r.overlap is None else round(r.overlap, 3),
-                               v.status if v else "", v.max_err if v else "",
-                               "; ".join(r.notes)])
+                               "" if r.overlap is None else round(r.overlap, 3)]
+                            + _verdict_csv(v) + ["; ".join(r.notes)])
         return buffer.getvalue()
 
     def table(self) -> str:
@@ -147,18 +167,16 @@ class Report:
                     + " ".join(f"{r.bytes.get(lv, 0):>8,}" for lv in levels)
                     + f" {r.bound:>7} {overlap:>7}")
             if r.verdict is not None:
-                v = r.verdict
-                line += f"  {v.status}" + ("" if v.status == "exact" else
-                                          f" (max {v.max_err:.3g} {v.unit}, {v.exact}/{v.count})")
-                if v.narrow is not None:
-                    line += f"; as {v.narrow.dtype}: {v.narrow.status}"
+                line += f"  {r.verdict.brief()}"
             lines.append(line)
         lines += self._footer()
         return "\n".join(lines) + "\n"
 
     def _headline(self) -> str:
-        return (f"{self.model} on {self.target} ({self.mode} mode, {self.weight_bits}-bit "
-                f"weights{'' if self.numerics else ', timing only'}): {self.cycles:,} cycles, "
+        how = [f"{self.mode} mode"] + ([f"{self.weight_bits}-bit weights"]
+                                       if self.weight_bits is not None else []) + (
+            [] if self.numerics else ["timing only"])
+        return (f"{self.model} on {self.target} ({', '.join(how)}): {self.cycles:,} cycles, "
                 f"{self.seconds * 1e3:.3f} ms at {self.clock_hz / 1e6:g} MHz, "
                 f"{self.macs:,} MACs")
 
@@ -168,18 +186,12 @@ class Report:
             lines.append(f"{level}: {t['bytes']:,} bytes, mean {t['mean_gb_per_s']:.3f} GB/s, "
                          f"peak {t['peak_gb_per_s']:.3f} GB/s")
         for name, v in self.output_verdicts.items():
-            lines.append(f"output {name} vs the whole-graph reference: {v.status} "
-                         f"({v.exact}/{v.count} bit-exact, max {v.max_err:.3g} {v.unit})")
+            lines.append(f"output {name} vs the whole-graph reference: {v.brief()}")
         for r in self.layers:
             for note in r.notes:
                 lines.append(f"note: layer {r.index}: {note}")
         for r in self.layers:     # why each layer that is not bit-exact passed or failed
             v = r.verdict
             if v is not None and v.status != "exact":
-                line = f"check: layer {r.index}: {v.check}" + (f": {v.detail}" if v.detail else "")
-                if v.narrow is not None:
-                    n = v.narrow
-                    line += f"; as {n.dtype}: {n.status}, {n.check}" + (
-                        f": {n.detail}" if n.detail else "")
-                lines.append(line)
+                lines.append(f"check: layer {r.index}: {v.brief(detail=True)}")
         return lines

@@ -1,13 +1,12 @@
 """Running a lowered program once, reading each layer's output, and attributing time and bytes.
 
 **Outputs per layer** (checkpoints): the lowering says where each layer's output lives and which
-instructions write it. Every op of those instructions is watched as it is dispatched
-(``Machine.run(observe=...)``); when the last of them has committed (and no later instruction
-has started), the output bytes are copied. No op is added and no cycle changes: a checkpoint is
-free, and the buffer may be reused afterwards.
+instructions write it. The ops of those instructions are watched (``Machine.run(watcher=...)``);
+when the last of them has applied its results, the output bytes are copied. No op is added and
+no cycle changes: a checkpoint is free, and the buffer may be reused afterwards.
 
-**Attribution** (one simulation): every engine op carries the index of its instruction, so its
-layer; unit logs give the busy intervals and port logs the transfers of each layer.
+**Attribution** (one simulation): every op carries the index of its instruction (its tag), so its
+layer; the engine's records give the busy intervals of each unit and the transfers of each port.
 
 * *cycles*: the run's timeline is cut at every op and transfer boundary, and each piece is
   charged to one layer: the layers whose compute units (e.g. NE16, the cluster) are busy then,
@@ -26,10 +25,10 @@ layer; unit logs give the busy intervals and port logs the transfers of each lay
 
 from __future__ import annotations
 
-import heapq
 import time
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from hwsim.schedule.lowering import Lowered, Lowering
@@ -46,61 +45,40 @@ class Simulation:
 
 
 class Checkpoints:
-    """Copies each layer's output once all of its writers have committed (module docstring)."""
+    """Copies each layer's output once all of its writers have finished (module docstring): a
+    watcher of ``Machine.run``."""
 
     def __init__(self, lowered: Lowered, machine):
         self.machine, self.lowered = machine, lowered
         self.raw: dict[int, np.ndarray] = {}
-        self.by_writer: dict[int, list[int]] = {}
         self.pending: dict[int, int] = {}
-        self.armed: set[int] = set()
-        self.queue: list = []
+        self.by_op: dict[int, list[int]] = {}
         for layer, cp in lowered.checkpoints.items():
             if not cp.writers:
                 self._snap(layer)
+
+    def watch(self, table) -> set[int]:
+        """The ops of every layer's writers (from their tags)."""
+        tags = np.asarray(table.tag)
+        for layer, cp in self.lowered.checkpoints.items():
+            if not cp.writers:
                 continue
-            self.pending[layer] = 0
-            heapq.heappush(self.queue, (max(cp.writers), layer))
-            for instr in cp.writers:
-                self.by_writer.setdefault(instr, []).append(layer)
+            ops = np.flatnonzero(np.isin(tags, np.fromiter(cp.writers, np.int64)))
+            self.pending[layer] = len(ops)
+            for op in ops.tolist():
+                self.by_op.setdefault(op, []).append(layer)
+        return set(self.by_op)
+
+    def done(self, op: int) -> None:
+        for layer in self.by_op[op]:
+            self.pending[layer] -= 1
+            if not self.pending[layer]:
+                self._snap(layer)
 
     def _snap(self, layer: int) -> None:
         if layer not in self.raw:
             place = self.lowered.checkpoints[layer].place
             self.raw[layer] = self.machine.memory(place.space).read(place.addr, place.nbytes)
-
-    def _done(self, layers: list[int]) -> None:
-        for layer in layers:
-            self.pending[layer] -= 1
-            if not self.pending[layer] and layer in self.armed:
-                self._snap(layer)
-
-    def observe(self, op) -> None:
-        queue = self.queue
-        while queue and queue[0][0] < op.tag:       # every writer of this layer is dispatched
-            _, layer = heapq.heappop(queue)
-            self.armed.add(layer)
-            if not self.pending[layer]:
-                self._snap(layer)
-        layers = self.by_writer.get(op.tag)
-        if not layers:
-            return
-        for layer in layers:
-            self.pending[layer] += 1
-        inner = op.execute
-
-        def execute():
-            work = inner()
-            commit = work.commit
-            if commit is None:
-                self._done(layers)
-            else:
-                def committed():
-                    commit()
-                    self._done(layers)
-                work.commit = committed
-            return work
-        op.execute = execute
 
     def values(self) -> dict[int, np.ndarray]:
         for layer in self.lowered.checkpoints:      # writers ending the program
@@ -110,7 +88,7 @@ class Checkpoints:
 
 
 def simulate(lowered: Lowered, machine, inputs: dict, params: dict, numerics: bool = True,
-             progress=None) -> Simulation:
+             progress=None, engine: str | None = None) -> Simulation:
     """Load the image and inputs, run the program, read every layer's output."""
     for space, addr, data in lowered.image:
         machine.memory(space).write(addr, data)
@@ -118,8 +96,8 @@ def simulate(lowered: Lowered, machine, inputs: dict, params: dict, numerics: bo
         machine.memory(place.space).write(place.addr, place.encode(inputs[name]))
     watch = Checkpoints(lowered, machine) if numerics else None
     start = time.perf_counter()
-    result = machine.run(lowered.program, params=params, record=True, numerics=numerics,
-                         observe=watch.observe if watch else None, progress=progress)
+    result = machine.run(lowered.program, params=params, numerics=numerics, watcher=watch,
+                         progress=progress, engine=engine)
     seconds = time.perf_counter() - start
     sim = Simulation(result, seconds=seconds)
     if numerics:
@@ -150,16 +128,18 @@ def _measure(union: np.ndarray) -> int:
 
 
 def _intersection(a: np.ndarray, b: np.ndarray) -> int:
-    """Measure of the intersection of two merged interval sets."""
-    total, j = 0, 0
-    for start, end in a:
-        while j < len(b) and b[j, 1] <= start:
-            j += 1
-        k = j
-        while k < len(b) and b[k, 0] < end:
-            total += min(end, b[k, 1]) - max(start, b[k, 0])
-            k += 1
-    return int(total)
+    """Measure of the intersection of two merged interval sets: a sweep over both sets' edges,
+    counting the pieces that both cover."""
+    if not len(a) or not len(b):
+        return 0
+    points = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
+    ones = np.ones(len(a), np.int64), np.ones(len(b), np.int64)
+    in_a = np.concatenate([ones[0], -ones[0], 0 * ones[1], 0 * ones[1]])
+    in_b = np.concatenate([0 * ones[0], 0 * ones[0], ones[1], -ones[1]])
+    order = np.argsort(points, kind="stable")
+    points = points[order]
+    both = (np.cumsum(in_a[order]) > 0) & (np.cumsum(in_b[order]) > 0)
+    return int(np.diff(points)[both[:-1]].sum())
 
 
 @dataclass
@@ -172,25 +152,27 @@ class Spans:
 
 
 def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
-    layer_of = np.asarray(lowered.layer_of + [-1], np.int64)
+    records = result.records
+    table = records.table
+    layer_of = np.append(np.asarray(lowered.layer_of, np.int64), -1)
 
-    def spans(entries, tags, amount=None) -> Spans:
-        if not entries:
-            return Spans(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(0))
-        data = np.asarray([(e[0], e[1]) for e in entries], np.int64)
-        rows = np.stack([data[:, 0], data[:, 0] + np.maximum(data[:, 1], 0)], axis=1)
+    def spans(start, cycles, tags, amounts=None) -> Spans:
+        rows = np.stack([start, start + np.maximum(cycles, 0)], axis=1)
         rows = np.minimum(rows, result.cycles)   # a transfer may outlast the last op
-        index = np.asarray([-1 if t is None else t for t in tags], np.int64)
-        amounts = None if amount is None else np.asarray([e[2] for e in entries], float)
-        return Spans(rows, layer_of[index], amounts)
+        return Spans(rows, layer_of[tags], amounts)
 
     out = {}
-    for unit in result.units:
+    for u, unit in enumerate(table.units):
         kind = "compute" if unit.name in lowering.compute_units else "other"
-        out[f"unit:{unit.name}:{kind}"] = spans(unit.log, unit.tags)
-    for port in result.ports:
+        ops = np.flatnonzero(table.unit == u)
+        out[f"unit:{unit.name}:{kind}"] = spans(records.start[ops],
+                                                records.end[ops] - records.start[ops],
+                                                table.tag[ops])
+    for p, port in enumerate(table.ports):
         kind = "movement" if port.name in lowering.movement_ports else "port"
-        out[f"port:{port.name}:{kind}"] = spans(port.log, port.tags, amount=True)
+        log = records.port_log(p)
+        out[f"port:{port.name}:{kind}"] = spans(log[:, 0], log[:, 1], log[:, 3],
+                                                log[:, 2].astype(float))
     return out
 
 
@@ -200,38 +182,89 @@ CLASSES = ("compute", "movement", "other")
 def _exclusive(logs: dict, n_layers: int, total: int) -> np.ndarray:
     """Cycles charged to each layer, by the class of activity that won each piece of the
     timeline (module docstring): an array [class, layer]; idle pieces count as "other"."""
-    classes = [[s for k, s in logs.items() if k.endswith(":" + c)] for c in CLASSES]
-    every = [s for group in classes for s in group]
-    points = np.unique(np.concatenate([[0, total]] + [s.rows.reshape(-1) for s in every]))
-    points = points[(points >= 0) & (points <= total)]
-    seg = np.diff(points).astype(float)
-    out = np.zeros((len(CLASSES), n_layers))
-    if not len(seg):
-        return out
-    owner = np.zeros((n_layers, len(seg)), bool)
-    winner = np.full(len(seg), len(CLASSES) - 1)
-    taken = np.zeros(len(seg), bool)
-    for c, group in enumerate(classes):
-        active = np.zeros((n_layers + 1, len(seg) + 1), np.int64)
-        for s in group:
-            ok = s.layers >= 0
-            lo = np.searchsorted(points, s.rows[ok, 0])
-            hi = np.searchsorted(points, s.rows[ok, 1])
-            np.add.at(active, (s.layers[ok], lo), 1)
-            np.add.at(active, (s.layers[ok], hi), -1)
-        busy = np.cumsum(active, axis=1)[:n_layers, :-1] > 0
-        fresh = busy.any(axis=0) & ~taken
-        owner[:, fresh] = busy[:, fresh]
-        winner[fresh] = c
-        taken |= fresh
-    if taken.any():              # idle pieces go to the next busy piece (or the last one)
-        index = np.where(taken, np.arange(len(seg)), len(seg))
-        nxt = np.minimum.accumulate(index[::-1])[::-1]
-        nxt = np.where(nxt == len(seg), np.flatnonzero(taken)[-1], nxt)
-        owner = owner[:, nxt]
-    share = owner * (seg / np.maximum(owner.sum(axis=0), 1))
-    for c in range(len(CLASSES)):
-        out[c] = share[:, winner == c].sum(axis=1)
+    rows, layers, classes = [], [], []
+    for c, name in enumerate(CLASSES):
+        for key, s in logs.items():
+            if key.endswith(":" + name):
+                rows.append(s.rows)
+                layers.append(s.layers)
+                classes.append(np.full(len(s.layers), c, np.int64))
+    if not rows:
+        return np.zeros((len(CLASSES), n_layers))
+    rows = np.concatenate(rows)
+    return _sweep(rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64),
+                  np.concatenate(layers).astype(np.int64), np.concatenate(classes), n_layers,
+                  len(CLASSES), total)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep(starts, ends, layers, classes, n_layers, n_classes, total):
+    """The exclusive attribution as one sweep over the intervals' edges: each piece between
+    two edges goes, split equally, to the layers active in the first class that has any; an
+    idle piece to the layers of the next busy piece (or the last), as "other"."""
+    keep = np.flatnonzero((layers >= 0) & (ends > starts))
+    m = len(keep)
+    times = np.empty(2 * m, np.int64)
+    delta = np.empty(2 * m, np.int64)
+    which = np.empty(2 * m, np.int64)
+    for k in range(m):
+        i = keep[k]
+        times[2 * k], delta[2 * k], which[2 * k] = starts[i], 1, i
+        times[2 * k + 1], delta[2 * k + 1], which[2 * k + 1] = ends[i], -1, i
+    order = np.argsort(times, kind="mergesort")
+    count = np.zeros((n_classes, n_layers), np.int64)
+    active = np.zeros((n_classes, n_layers), np.int64)      # the active layers of a class
+    where = np.full((n_classes, n_layers), -1, np.int64)    # a layer's place in that list
+    nact = np.zeros(n_classes, np.int64)
+    last = np.zeros(n_layers, np.int64)                      # owners of the last busy piece
+    nlast = 0
+    out = np.zeros((n_classes, n_layers))
+    idle = 0.0
+    t = 0
+    k = 0
+    while True:
+        nxt = times[order[k]] if k < 2 * m else total
+        if nxt > t:
+            length = nxt - t
+            w = -1
+            for c in range(n_classes):
+                if nact[c] > 0:
+                    w = c
+                    break
+            if w < 0:
+                idle += length
+            else:
+                share, idle_share = length / nact[w], idle / nact[w]
+                for a in range(nact[w]):
+                    layer = active[w, a]
+                    out[w, layer] += share
+                    if idle:
+                        out[n_classes - 1, layer] += idle_share
+                    last[a] = layer
+                nlast, idle = nact[w], 0.0
+        if k >= 2 * m:
+            break
+        t = nxt
+        while k < 2 * m and times[order[k]] == t:
+            e = order[k]
+            i = which[e]
+            c, layer = classes[i], layers[i]
+            count[c, layer] += delta[e]
+            if delta[e] > 0 and count[c, layer] == 1:
+                where[c, layer] = nact[c]
+                active[c, nact[c]] = layer
+                nact[c] += 1
+            elif delta[e] < 0 and count[c, layer] == 0:
+                slot = where[c, layer]
+                nact[c] -= 1
+                moved = active[c, nact[c]]
+                active[c, slot] = moved
+                where[c, moved] = slot
+                where[c, layer] = -1
+            k += 1
+    if idle and nlast:
+        for a in range(nlast):
+            out[n_classes - 1, last[a]] += idle / nlast
     return out
 
 
@@ -274,7 +307,7 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
                 good = s.layers >= 0
                 nbytes[level] += np.bincount(s.layers[good], s.amounts[good],
                                              minlength=n_layers)
-    peaks = {u.name: u.peak_macs for u in result.units}
+    peaks = {u.name: u.peak_macs for u in result.records.table.units}
     rows = []
     for layer in range(n_layers):
         busy, moved = _measure(per_compute[layer]), _measure(per_movement[layer])
@@ -297,8 +330,11 @@ def _totals(result, lowering: Lowering) -> dict:
     span = max(result.cycles, 1)
     levels = {}
     for level, ports in lowering.levels.items():
-        logs = [e for p in result.ports if p.name in ports for e in p.log]
-        nbytes = sum(e[2] for e in logs)
+        table = result.records.table
+        logs = np.concatenate([np.zeros((0, 4), np.int64)] + [
+            result.records.port_log(p) for p, port in enumerate(table.ports)
+            if port.name in ports])[:, :3]
+        nbytes = logs[:, 2].sum()
         sums, width = binned(logs, span, max(1, span // window))
         levels[level] = {"bytes": int(nbytes),
                          "mean_gb_per_s": nbytes / span * result.clock_hz / 1e9,

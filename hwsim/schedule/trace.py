@@ -30,13 +30,14 @@ def _npy(path: Path, array: np.ndarray) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def write_trace(path: Path, low, options, model: str, layers: list, lowered, feeds: dict,
-                expected: dict | None, params: dict) -> Path:
+def write_trace(path: Path, low, options, graph, model: str, layers: list, lowered,
+                feeds: dict, expected: dict | None, params: dict) -> Path:
     path = path if path.suffix == ".trace" else path.with_suffix(".trace")
     folder, stem = path.parent, path.stem
+    bits = low.stored_weight_bits(graph, options)
     head = [f"// {model} lowered for {low.target} by hwsim compile: {options.mode} mode, "
-            f"{options.weight_bits}-bit weights, {len(layers)} layers, "
-            f"{len(lowered.program)} instructions",
+            + (f"{bits}-bit weights, " if bits is not None else "")
+            + f"{len(layers)} layers, {len(lowered.program)} instructions",
             f".target {low.target}"]
     head += [f".param {key} {value}" for key, value in params.items()]
     spaces: dict[str, list] = {}
@@ -65,11 +66,11 @@ def write_trace(path: Path, low, options, model: str, layers: list, lowered, fee
     names = {layer.index: f"{layer.kind} {layer.name}" for layer in layers}
     with atomic_open(path, "w") as fh:
         fh.write("\n".join(head) + "\n")
-        current = None
-        for instr, layer in zip(lowered.program, lowered.layer_of):
-            if layer != current:
-                fh.write(f"// layer {layer}: {names.get(layer, '')}\n")
-                current = layer
-            fh.write(low.text(instr) + "\n")
+        lines, layer_of = low.lines(lowered.program), np.asarray(lowered.layer_of)
+        starts = np.flatnonzero(np.diff(layer_of, prepend=-1)).tolist()   # a comment at each
+        for start, end in zip(starts, starts[1:] + [len(lines)]):
+            layer = int(layer_of[start])
+            fh.write(f"// layer {layer}: {names.get(layer, '')}\n")
+            fh.write("".join(line + "\n" for line in lines[start:end]))
         fh.write("\n".join(tail) + "\n")
     return path

@@ -1,33 +1,42 @@
-"""What every machine shares: parameters, memories, and running a trace on the timing engine.
+"""What every machine shares: parameters, memories, and running a trace on a timing engine.
 
 A machine is architectural state (memories and registers that persist across runs) plus
 semantics. A subclass declares ``name``, ``PARAMS`` and its spaces, and implements:
 
-* ``parse(lines)``: instruction lines -> a program (a list of instruction objects), raising
+* ``parse(lines)``: instruction lines -> a program (a sequence of instructions), raising
   ``TraceSyntaxError``/``EncodingError``/``ProgramError`` before anything runs;
-* ``build(engine)``: the units and ports of one run, from ``self.timing`` (this run's parameters);
-* ``ops(program)``: the program as a stream of engine ops, in program order. It should read
-  the next instruction only after yielding every op of the previous one: ``run`` tags each op
-  with the index of the instruction last read (``Op.tag``), which schedulers use to attribute
-  time and bytes to layers.
+* ``compile(program, numerics, actions)``: the program as an ``OpTable`` (units, ports, every
+  op's cost and resources, computed once for both engines, each op tagged with the index of its
+  instruction: schedulers attribute time and bytes to layers by it) and, when ``actions`` is
+  true, the ops' functional actions (``hwsim.timing.effects``): what each op does to the state
+  when it starts and what it commits when its results are ready;
+* optionally ``execute(program, table, numerics, effects)`` with ``in_order = True``: the
+  semantics run in program order by compiled code, for a machine on which every hazard is
+  interlocked (so program order gives the same state) and whose costs depend on data (it fills
+  them into the table before the timing runs).
 
 ``run`` does the rest the same way for every machine: directives, parameter overrides, setup,
-the engine, ``.store``/``.expect`` and the result. ``numerics=False`` runs the program for its
-timing only: machines read ``engine.numerics`` and skip their datapaths and data movement, at the
-same cost.
+the engine, ``.store``/``.expect`` and the result. Engines (``ENGINES``): ``simpy``, the
+reference (one simpy event per op, actions at simulated time), and ``compiled``, the default
+(``hwsim.timing.core``; actions replayed in the same order afterwards, or ``execute`` first):
+identical results. ``numerics=False`` runs the program for its timing only: machines skip their
+datapaths and data movement, at the same cost.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
 from hwsim.errors import ConfigError, HwsimError, Location, TraceSyntaxError
 from hwsim.memory.space import AddressSpace
-from hwsim.timing.engine import Engine, Op
+from hwsim.timing import core
+from hwsim.timing import engine as reference
+from hwsim.timing.effects import Effects, replay
+from hwsim.timing.optable import OpTable
 from hwsim.timing.params import ParamSet, ParamTable
 from hwsim.timing.stats import Result, collect
 from hwsim.traces.files import check_output, load_bytes, store_bytes
@@ -36,12 +45,14 @@ from hwsim.traces.reader import Directive, Trace, read_trace
 # Peak bandwidth is reported over aligned windows of this many cycles: long enough to average out
 # single-transfer granularity, short enough to show bursts.
 PEAK_WINDOW_CYCLES = 256
+ENGINES = ("compiled", "simpy")
 
 
 class Machine:
     name: str = ""
     description: str = ""
     PARAMS: ParamTable
+    STATE: tuple = ("spaces",)   # attributes holding the architectural state
 
     def __init__(self, **params: Any):
         self.params: ParamSet = self.PARAMS.defaults()
@@ -57,10 +68,12 @@ class Machine:
     def parse(self, lines: list[tuple[str, Location]]) -> list:
         raise NotImplementedError
 
-    def build(self, engine: Engine) -> None:
+    def compile(self, program, numerics: bool, actions: bool) -> tuple[OpTable, dict]:
         raise NotImplementedError
 
-    def ops(self, program: list) -> Iterator[Op]:
+    in_order = False
+
+    def execute(self, program, table: OpTable, numerics: bool, effects: Effects) -> None:
         raise NotImplementedError
 
     def peak_macs_per_cycle(self) -> float:
@@ -75,15 +88,19 @@ class Machine:
                               f"{', '.join(self.spaces)}") from None
 
     def run(self, trace: str | Path | Trace | list, params: dict[str, Any] | None = None,
-            record: bool = True, progress: Callable[[int, int], None] | None = None,
-            numerics: bool = True, observe: Callable[[Op], None] | None = None) -> Result:
-        """Run a trace (text, a path, a read ``Trace``, or a program list built in Python).
-        ``numerics=False``: timing only; ``observe(op)`` sees each op as it is dispatched."""
-        if isinstance(trace, list):
-            trace, program = Trace("<program>", Path.cwd()), trace
-        else:
+            progress: Callable[[int, int], None] | None = None, numerics: bool = True,
+            engine: str | None = None, watcher=None) -> Result:
+        """Run a trace (text, a path, a read ``Trace``, or a program built in Python).
+        ``numerics=False``: timing only; ``engine``: ``simpy`` or ``compiled`` (default);
+        ``watcher``: told when ops finish (``watch(table)`` -> op indices, ``done(op)``)."""
+        engine = engine or "compiled"
+        if engine not in ENGINES:
+            raise ConfigError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        if isinstance(trace, (Trace, str, Path)):
             trace = trace if isinstance(trace, Trace) else read_trace(trace)
             program = None
+        else:
+            trace, program = Trace("<program>", Path.cwd()), trace
         if trace.target is not None and trace.target.text != self.name:
             raise ConfigError(f"{trace.target.loc}: trace is for {trace.target.text!r}, "
                               f"this machine is {self.name!r}")
@@ -93,27 +110,39 @@ class Machine:
             timing.set(key.text, value.text, origin=str(directive.loc))
         timing.update(params or {}, origin="run parameters")
         self._check_arch(timing)
-        if program is None:
-            program = self.parse(trace.lines)
+        program = self.parse(trace.lines) if program is None else self.program(program)
         setup = [self._setup_action(d, trace.base_dir) for d in trace.setup]
         after = [self._after_action(d, trace.base_dir) for d in trace.after]
         for action in setup:
             action()
         self.timing = timing
         try:
-            engine = Engine(clock_hz=timing.clock_hz, record=record)
-            engine.progress, engine.numerics, engine.observe = progress, numerics, observe
-            self.build(engine)
-            engine.run(self.ops(_numbered(program, engine)))
-            result = collect(engine, self.name, len(program), self.peak_macs_per_cycle(),
-                             PEAK_WINDOW_CYCLES)
+            result = self._simulate(program, numerics, engine, progress, watcher)
         finally:
             self.timing = self.params
-        for action in after:
-            message = action()
-            if message:
-                result.expect_failures.append(message)
+        result.stats["expects"] = [check for check in (action() for action in after) if check]
+        result.expect_failures += [c["message"] for c in result.stats["expects"] if c["differ"]]
         return result
+
+    def program(self, items):
+        """A program given in Python (a list of instructions) as ``parse`` would return it."""
+        return items
+
+    def _simulate(self, program, numerics: bool, engine: str, progress, watcher) -> Result:
+        in_order = engine == "compiled" and self.in_order
+        table, actions = self.compile(program, numerics, actions=not in_order)
+        watch = watcher.watch(table) if watcher is not None else ()
+        effects = Effects(actions or {}, watch, watcher.done if watcher is not None else None)
+        if engine == "simpy":
+            records = reference.simulate(table, effects, progress)
+        elif in_order:
+            self.execute(program, table, numerics, effects)
+            records = core.simulate(table, progress)
+        else:
+            records = core.simulate(table, progress)
+            replay(records, effects)
+        return collect(records, self.name, len(program), self.peak_macs_per_cycle(),
+                       self.timing.clock_hz, PEAK_WINDOW_CYCLES)
 
     def _check_arch(self, timing: ParamSet) -> None:
         for row, value, origin in timing.rows():
@@ -148,7 +177,9 @@ class Machine:
         space, addr = self._range(d, data.size)
         return lambda: space.write(addr, data)
 
-    def _after_action(self, d: Directive, base: Path) -> Callable[[], str | None]:
+    def _after_action(self, d: Directive, base: Path) -> Callable[[], dict | None]:
+        """``.store`` writes (and returns None); ``.expect`` returns what it compared: the
+        region and file (``what``), ``bytes``, how many ``differ`` and the ``message``."""
         if d.name == ".store":
             nbytes = d.args[2].integer("NBYTES")
             space, addr = self._range(d, nbytes)
@@ -163,19 +194,25 @@ class Machine:
         # with NBYTES, the region's size is given and a file of another size is a mismatch
         nbytes = d.args[2].integer("NBYTES") if len(d.args) == 4 else expected.size
         space, addr = self._range(d, nbytes)
-        where = f"{d.loc}: .expect {space.name}:{addr:#x} {file.text}"
+        what = f"{space.name}:{addr:#x} {file.text}"
 
-        def check() -> str | None:
-            if expected.size != nbytes:
-                return (f"{where}: the file holds {expected.size:,} bytes, the region "
-                        f"{nbytes:,}")
+        def check() -> dict:
             found = space.read(addr, nbytes)
-            differ = np.flatnonzero(found != expected)
-            if differ.size == 0:
-                return None
-            i = int(differ[0])
-            return (f"{where}: {differ.size} of {expected.size} bytes differ; first at "
-                    f"{addr + i:#x}: expected {expected[i]:#04x}, found {found[i]:#04x}")
+            common = min(nbytes, expected.size)
+            differ = np.flatnonzero(found[:common] != expected[:common])
+            missing = abs(nbytes - expected.size)           # a size mismatch is a mismatch
+            if missing:
+                message = (f"{d.loc}: .expect {what}: the file holds {expected.size:,} bytes, "
+                           f"the region {nbytes:,}")
+            elif differ.size == 0:
+                message = f"expect {what}: {expected.size} bytes match"
+            else:
+                i = int(differ[0])
+                message = (f"{d.loc}: .expect {what}: {differ.size} of {expected.size} bytes "
+                           f"differ; first at {addr + i:#x}: expected {expected[i]:#04x}, "
+                           f"found {found[i]:#04x}")
+            return {"what": what, "bytes": int(nbytes), "differ": int(differ.size) + missing,
+                    "message": message}
         return check
 
     def _read_file(self, d: Directive, token, base: Path) -> np.ndarray:
@@ -189,10 +226,3 @@ class Machine:
             return load_bytes(path, d.name, limit=space.end - addr)
         except HwsimError as exc:
             raise TraceSyntaxError(token.loc, str(exc)) from None
-
-
-def _numbered(program: list, engine: Engine) -> Iterator:
-    """The program's instructions, setting ``engine.tag`` to each one's index as it is read."""
-    for index, instr in enumerate(program):
-        engine.tag = index
-        yield instr

@@ -1,8 +1,13 @@
-"""When things happen: the simpy engine, units, ports, statistics and timing parameters."""
+"""When things happen: the op table, the two timing engines, statistics and timing parameters.
 
-from hwsim.timing.engine import Engine, Op, Port, Unit, Work
+``optable`` (a program as arrays), ``engine`` (the simpy reference), ``core`` (the compiled
+twin), ``effects`` (functional effects at simulated time), ``traffic`` (banked-memory
+contention), ``records`` and ``stats`` (what a run leaves), ``params`` (parameter tables).
+"""
+
+from hwsim.timing.optable import OpBuilder, OpTable, PortSpec, UnitSpec
 from hwsim.timing.params import Param, ParamSet, ParamTable
 from hwsim.timing.stats import Result, collect
 
-__all__ = ["Engine", "Op", "Port", "Unit", "Work", "Param", "ParamSet", "ParamTable", "Result",
-           "collect"]
+__all__ = ["OpBuilder", "OpTable", "PortSpec", "UnitSpec", "Param", "ParamSet", "ParamTable",
+           "Result", "collect"]

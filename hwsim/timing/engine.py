@@ -1,212 +1,59 @@
-"""The event timeline every machine runs on: units, ports, dependencies, statistics.
+"""The reference timing engine: an op table run on a simpy event timeline, one event per op.
 
-Time is in integer cycles of the machine clock. A program becomes a stream of ``Op``s, each bound
-to a ``Unit`` (one simpy process per functional unit). Ops on one unit start in program order; an
-op starts when its unit is free and the ops it depends on are done, then:
+This is the readable statement of hwsim's timing rules; ``hwsim.timing.core`` is its compiled
+twin and must give identical records (the tests run both over every example, test program and
+model). Time is integer cycles of the machine clock.
 
-* ``op.execute()`` runs at the start: it reads operands and computes, and returns ``Work``: how
-  many cycles the unit is occupied, the extra latency until results exist, the bytes it moves
-  through which ports, its MACs, and a ``commit`` callable that writes the results;
-* port transfers are reserved from the start time; a port is a pipe of ``width`` bytes per cycle
-  shared first come, first served, plus a latency that concurrent users overlap. When a transfer
-  outlasts the op's own cycles the unit is stalled on that port;
-* ``stalls`` are extra cycles a machine's own analytic model charges to the op, by reason (e.g.
-  memory bank conflicts counted from the op's addresses): they extend the op and show in the
-  unit's stall statistics;
-* ``commit`` runs when the results are ready, before anything else that happens in that cycle, so a
-  reader that starts in the same cycle sees the new data and one that starts earlier sees the old.
-  Commits are applied lazily, in (ready, issue) order, just before anything could observe them:
-  an op starting, an ``at`` action, the front end taking the next op, the end of the run.
+* **Front end.** Ops are dispatched in program order. An op goes to its unit's queue; when that
+  queue holds ``depth`` ops the front end waits until the unit has taken enough of them to leave
+  ``depth // 2`` (it refills in batches). Ops the unit takes in the cycle the front end looks
+  are no longer in the queue.
+* **Units** are in order: a unit takes its next op when that op is dispatched and the unit is
+  free (its previous op has ended).
+* **Dependencies** are tracked per resource (``OpTable``): a reader waits for the last writer's
+  results (RAW) and the partial writes since; a partial writer waits for the last writer's
+  results and for the readers since it to have started (WAR); a writer waits for all of them.
+  Partial writes do not wait for each other. Waiting is a stall of the taking unit, charged to
+  ``wait KIND`` of the resource.
+* **Decoupled units** (``in_flight`` > 0, DMA engines) hold at most ``in_flight`` ops whose
+  results are not ready; the next op waits for the earliest ("transfers in flight").
+* **Start.** An op starts when taken and not waiting. It occupies its unit ``cycles``, plus its
+  static stall and, where the machine models L1 contention, the conflict cycles it meets
+  (``hwsim.timing.traffic``). Its transfers each reserve their port from the start: a port is a
+  pipe of ``width`` bytes per cycle shared first come first served (a group: its port that frees
+  first), plus a latency. A transfer that holds its port past the op's end stalls the unit there
+  (``port NAME``), except on a decoupled unit, whose transfers proceed in the ports.
+* **Ready** = max(end, last data arrival) + ``latency``. The run lasts until the last result is
+  ready.
+* **Same cycle.** Ops that can start in the same cycle start one at a time in program order, each
+  after everything the previous start caused in that cycle (so ports are reserved and contention
+  priced in (cycle, program order)); commits due in a cycle are applied before any op starts in
+  it (``hwsim.timing.effects``).
 
-Dependencies are tracked on named resources (an accumulator, a ZA tile, a DMA transfer id): a
-reader waits for the last writer's results (RAW), a writer for the last writer (WAW) and for the
-readers since to have started (WAR). An op may also write only part of a resource (``parts``: one
-row of a tile): partial writes wait like writes but not for each other, and the next reader or
-writer waits for all of them. Memory is not tracked: as on silicon, a program that does not wait
-for its DMA reads stale data.
-
-Each op costs one simpy event for its occupancy (plus one per dependency stall); the front end only
-yields when a unit's queue is full. Same input, same event order, same cycles.
-
-Attribution: ``Engine.tag`` is stamped on every op dispatched while it is set (``Op.tag``; the
-machine base class sets it to the index of the program instruction being turned into ops), and
-each unit and port keeps the tags of its logged ops and transfers in ``tags``, parallel to
-``log``, so that a scheduler can total time and bytes per layer from one run. ``observe`` sees
-every op as it is dispatched (e.g. to wrap its commit). ``numerics`` tells machines whether to
-compute their datapaths or only to cost them (timing-only runs; the cycles must not change).
+simpy priorities make the same-cycle order explicit: unit processes run at NORMAL priority,
+grants to start at ``GRANT`` (after every NORMAL event of the cycle, one op per grant), the front
+end at ``FRONT`` (after every grant of the cycle). Dependencies are recorded at dispatch, leaving
+out those already met (a writer whose results are ready, a reader that started), which change no
+time.
 """
 
 from __future__ import annotations
 
 import gc
 import heapq
-import math
-from collections import defaultdict, deque
-from typing import Callable, Iterable, Iterator
+from collections import deque
 
+import numpy as np
 import simpy
-from simpy.events import URGENT
 
 from hwsim.errors import HwsimError
+from hwsim.timing import traffic
+from hwsim.timing.effects import Effects
+from hwsim.timing.optable import (DEP_PART, DEP_READ, DEP_WRITE, TRAFFIC_PAY, TRAFFIC_RECORD,
+                                  OpTable, slot_cycles)
+from hwsim.timing.records import Records
 
-
-class Work:
-    """What an op does once started. ``cycles``: unit occupancy; ``latency``: more cycles until
-    results are ready; ``transfers``: ((port, nbytes), ...); ``commit``: writes the results;
-    ``stalls``: {reason: cycles} the op is additionally held, from a machine's analytic model."""
-
-    __slots__ = ("cycles", "latency", "transfers", "macs", "commit", "stalls")
-
-    def __init__(self, cycles: int = 1, latency: int = 0, transfers=(), macs: int = 0,
-                 commit: Callable[[], None] | None = None, stalls: dict | None = None):
-        self.cycles, self.latency, self.transfers = cycles, latency, transfers
-        self.macs, self.commit, self.stalls = macs, commit, stalls
-
-
-class Op:
-    """One instruction (or state) on one unit. ``execute`` returns ``Work`` when the op starts."""
-
-    __slots__ = ("unit", "execute", "label", "reads", "writes", "parts", "deps", "started_at",
-                 "ready_at", "_started", "args", "tag")
-
-    def __init__(self, unit: "Unit", execute: Callable[[], Work], label: str,
-                 reads: tuple = (), writes: tuple = (), args: dict | None = None,
-                 parts: tuple = ()):
-        self.unit, self.execute, self.label = unit, execute, label
-        self.reads, self.writes, self.args, self.parts = reads, writes, args, parts
-        self.deps: list = []
-        self.started_at: int | None = None
-        self.ready_at: int | None = None
-        self._started: simpy.Event | None = None
-        self.tag = None
-
-
-class Port:
-    """A pipe of ``width`` bytes per cycle with a fixed ``latency``, first come first served."""
-
-    def __init__(self, name: str, width_bytes: float, latency_cycles: int = 0):
-        if width_bytes <= 0:
-            raise ValueError(f"port {name}: width must be positive")
-        self.name, self.width, self.latency = name, float(width_bytes), int(latency_cycles)
-        self.free_at = 0
-        self.bytes = 0
-        self.busy_cycles = 0
-        self.log: list[tuple[int, int, int]] = []  # (start, cycles, bytes)
-        self.tags: list = []                        # Op.tag of each log entry
-
-    def reserve(self, now: int, nbytes: int, tag=None) -> tuple[int, int]:
-        """Reserve the pipe for ``nbytes`` from ``now``: (end of the slot, data arrival)."""
-        start = max(now, self.free_at)
-        cycles = max(1, math.ceil(nbytes / self.width)) if nbytes else 0
-        self.free_at = start + cycles
-        self.bytes += nbytes
-        self.busy_cycles += cycles
-        if nbytes:
-            self.log.append((start, cycles, nbytes))
-            self.tags.append(tag)
-        return start + cycles, start + cycles + self.latency
-
-
-class Unit:
-    """A functional unit: an in-order queue of ops served by one simpy process."""
-
-    def __init__(self, engine: "Engine", name: str, queue_depth: int, peak_macs: float = 0.0,
-                 in_flight: int = 0):
-        self.engine, self.name, self.depth = engine, name, max(1, queue_depth)
-        self.peak_macs = peak_macs
-        # in_flight > 0 makes a decoupled unit (a DMA engine): an op occupies it only for its own
-        # cycles, its transfers proceed in the ports, and at most in_flight of them are under way.
-        self.in_flight = in_flight
-        self._pending: list[int] = []
-        self.queue: deque[Op] = deque()
-        self.busy = 0
-        self.stalls: dict[str, int] = {}
-        self.ops = 0
-        self.macs = 0
-        self.log: list[tuple[int, int, str, dict | None]] = []  # (start, cycles, label, args)
-        self.tags: list = []                                     # Op.tag of each log entry
-        self._work: simpy.Event | None = None
-        self._space: simpy.Event | None = None
-        self.process = engine.env.process(self._serve())
-
-    def _stall(self, reason: str, cycles: int) -> None:
-        if cycles > 0:
-            self.stalls[reason] = self.stalls.get(reason, 0) + cycles
-
-    def _serve(self):
-        env, record, in_flight = self.engine.env, self.engine.record, self.in_flight
-        reasons: dict = {}   # stall reason strings, made once per resource
-        while True:
-            if not self.queue:
-                self._work = env.event()
-                yield self._work
-            op = self.queue.popleft()
-            if self._space is not None and len(self.queue) <= self.depth // 2:
-                # wake the front end at half depth, so that it refills in batches
-                self._space.succeed()
-                self._space = None
-            for dep, raw, resource in op.deps:
-                reason = reasons.get(resource)
-                if reason is None:
-                    reason = reasons[resource] = f"wait {resource}"
-                if dep.started_at is None:
-                    if dep._started is None:
-                        dep._started = env.event()
-                    waited_from = env.now
-                    yield dep._started
-                    self._stall(reason, env.now - waited_from)
-                until = dep.ready_at if raw else dep.started_at
-                now = env.now
-                if until > now:
-                    self._stall(reason, until - now)
-                    yield env.timeout(until - now)
-            op.deps = ()  # done with them: let finished ops be freed
-            if in_flight:
-                pending = self._pending
-                while pending and pending[0] <= env.now:
-                    heapq.heappop(pending)
-                if len(pending) >= in_flight:
-                    self._stall("transfers in flight", pending[0] - env.now)
-                    yield env.timeout(pending[0] - env.now)
-                    heapq.heappop(pending)
-            start = env.now
-            op.started_at = start
-            self.engine.flush()
-            work = op.execute()
-            end = start + work.cycles
-            if work.stalls:
-                for reason, cycles in work.stalls.items():
-                    self._stall(reason, cycles)
-                    end += max(0, cycles)
-            arrival = end
-            for port, nbytes in work.transfers:
-                slot_end, data_at = port.reserve(start, nbytes, op.tag)
-                if slot_end > end and not in_flight:
-                    self._stall(f"port {port.name}", slot_end - end)
-                    end = slot_end
-                if data_at > arrival:
-                    arrival = data_at
-            ready = (end if end > arrival else arrival) + work.latency
-            op.ready_at = ready
-            if ready > self.engine.last_ready:
-                self.engine.last_ready = ready
-            if in_flight:
-                heapq.heappush(self._pending, ready)
-            if op._started is not None:
-                op._started.succeed()
-            self.busy += work.cycles
-            self.ops += 1
-            self.macs += work.macs
-            if record:
-                self.log.append((start, end - start, op.label, op.args))
-                self.tags.append(op.tag)
-            if work.commit is not None:
-                if ready == start:
-                    work.commit()
-                else:
-                    self.engine.defer(ready, work.commit)
-            if end > start:
-                yield env.timeout(end - start)
+GRANT, FRONT = 2, 3     # simpy priorities after NORMAL (1)
 
 
 class _Track:
@@ -216,166 +63,247 @@ class _Track:
     __slots__ = ("writer", "readers", "parts")
 
     def __init__(self):
-        self.writer: Op | None = None
-        self.readers: list[Op] = []
-        self.parts: list[Op] = []
-
-
-def _unfinished(op: Op | None, now: int) -> bool:
-    """``op`` exists and its results are not ready by ``now``."""
-    return op is not None and (op.ready_at is None or op.ready_at > now)
-
-
-def _after_readers(track: _Track, op: Op, resource, deps: list) -> None:
-    """A write waits (WAR) for the readers since the last write that have not started."""
-    for reader in track.readers:
-        if reader is not op and reader.started_at is None:
-            deps.append((reader, False, resource))
+        self.writer = -1
+        self.readers: list[int] = []
+        self.parts: list[int] = []
 
 
 class Engine:
-    """A simpy environment with named units and ports and a scoreboard of resources."""
+    """One run of ``table``; ``effects`` performs the ops' functional actions at their start."""
 
-    def __init__(self, clock_hz: float, record: bool = True):
+    def __init__(self, table: OpTable, effects: Effects | None = None):
+        self.t = t = table
         self.env = simpy.Environment()
-        self.clock_hz = clock_hz
-        self.record = record
-        self.units: dict[str, Unit] = {}
-        self.ports: dict[str, Port] = {}
-        self._tracks: defaultdict = defaultdict(_Track)   # resource -> _Track
-        self.issued = 0
-        self.progress: Callable[[int, int], None] | None = None
-        self._commits: list = []  # heap of (ready, sequence, commit)
-        self._sequence = 0
-        self.last_ready = 0             # the cycle the latest result lands (the run ends there)
-        self.tag = None                 # stamped on ops dispatched from now on
-        self.observe: Callable[[Op], None] | None = None
-        self.numerics = True            # False: machines cost their datapaths without computing
+        self.effects = effects or Effects({})
+        n, nunits = len(t), len(t.units)
+        self.start, self.end, self.ready, self.rank = (np.full(n, -1, np.int64)
+                                                       for _ in range(4))
+        nx = len(t.xfer_port)
+        self.slot_start, self.slot_cycles, self.slot_port = (np.zeros(nx, np.int64)
+                                                             for _ in range(3))
+        self.busy, self.ops, self.macs = (np.zeros(nunits, np.int64) for _ in range(3))
+        names = t.reason_names()
+        self.stalls = np.zeros((nunits, len(names)), np.int64)
+        nkinds, nports = len(t.kinds), len(t.ports)
+        self.reason_port = nkinds
+        self.reason_inflight = nkinds + nports
+        self.reason_static = nkinds + nports + 1
+        self.reason_traffic = len(names) - 1
+        self.free_at = [0] * nports
+        self.tracks: dict[int, _Track] = {}
+        self.deps: list = [None] * n          # per op: [(kind, [(op, raw), ...]), ...]
+        self.started_event: dict[int, simpy.Event] = {}
+        self.queues = [deque() for _ in range(nunits)]
+        self.work: list = [None] * nunits
+        self.space: list = [None] * nunits
+        self.pending = [[] for _ in range(nunits)]
+        self.waiting: list = []               # (op, grant event) asking to start now
+        self.granting = False
+        self.started = 0
+        self.last_ready = 0
+        self.iv, self.iv_count = traffic.intervals(), 0
+        self.progress = None
 
-    def unit(self, name: str, queue_depth: int = 1, peak_macs: float = 0.0,
-             in_flight: int = 0) -> Unit:
-        if name in self.units:
-            raise ValueError(f"unit {name} exists")
-        self.units[name] = Unit(self, name, queue_depth, peak_macs, in_flight)
-        return self.units[name]
-
-    def port(self, name: str, width_bytes: float, latency_cycles: int = 0) -> Port:
-        if name in self.ports:
-            raise ValueError(f"port {name} exists")
-        self.ports[name] = Port(name, width_bytes, latency_cycles)
-        return self.ports[name]
-
-    def at(self, cycle: int, action: Callable[[], None]) -> None:
-        """Run ``action`` at ``cycle`` before any op starts in that cycle."""
+    # -- the front end -------------------------------------------------------------------------
+    def _later(self, priority: int) -> simpy.Event:
         event = simpy.Event(self.env)
         event._ok, event._value = True, None
-        event.callbacks.append(lambda _event: (self.flush(), action()))
-        self.env.schedule(event, URGENT, cycle - self.env.now)
+        self.env.schedule(event, priority)
+        return event
 
-    def defer(self, cycle: int, commit: Callable[[], None]) -> None:
-        """Apply ``commit`` at ``cycle``: before anything that starts at or after it."""
-        heapq.heappush(self._commits, (cycle, self._sequence, commit))
-        self._sequence += 1
+    def _front_end(self):
+        t, queues, depth = self.t, self.queues, [u.depth for u in self.t.units]
+        for j in range(len(t)):
+            u = int(t.unit[j])
+            if len(queues[u]) >= depth[u]:
+                yield self._later(FRONT)          # takes in this cycle leave the queue
+                while len(queues[u]) >= depth[u]:
+                    self.space[u] = self.env.event()
+                    yield self.space[u]
+                    yield self._later(FRONT)
+            self._dispatch(j, u)
+            if self.progress is not None and (j + 1) % 4096 == 0:
+                self.progress(j + 1, int(self.env.now))
 
-    def flush(self) -> None:
-        """Apply the commits that are due."""
-        commits, now = self._commits, self.env.now
-        while commits and commits[0][0] <= now:
-            heapq.heappop(commits)[2]()
+    def _dispatch(self, j: int, u: int) -> None:
+        """Record op ``j``'s dependencies (program order) and queue it on its unit."""
+        t, now = self.t, self.env.now
+        runs = []
+        for r, mode in t.deps(j):
+            track = self.tracks.get(r)
+            if track is None:
+                track = self.tracks[r] = _Track()
+            found = []
+            if track.writer >= 0 and track.writer != j and self._unfinished(track.writer, now):
+                found.append((track.writer, True))
+            if mode != DEP_PART:
+                found += [(p, True) for p in track.parts if p != j]
+            if mode != DEP_READ:
+                found += [(rd, False) for rd in track.readers
+                          if rd != j and self.start[rd] < 0]
+            if found:
+                runs.append((int(t.res_kind[r]), found))
+            if mode == DEP_READ:
+                if len(track.readers) >= 64:      # readers that started hold no writer back
+                    track.readers = [rd for rd in track.readers if self.start[rd] < 0]
+                track.readers.append(j)
+            elif mode == DEP_PART:
+                track.parts.append(j)
+            elif mode == DEP_WRITE:
+                track.parts, track.readers, track.writer = [], [], j
+        self.deps[j] = runs
+        self.queues[u].append(j)
+        if self.work[u] is not None:
+            self.work[u].succeed()
+            self.work[u] = None
 
-    def dispatch(self, op: Op) -> Op:
-        """Record ``op``'s dependencies (program order) and queue it on its unit. Dependencies
-        already met (a writer whose results are ready, a reader that started) are left out: time
-        only moves forward."""
-        deps, tracks, now = op.deps, self._tracks, self.env.now
-        if op.tag is None:
-            op.tag = self.tag
-        if self.observe is not None:
-            self.observe(op)
-        for resource in op.reads:
-            track = tracks[resource]
-            if _unfinished(track.writer, now):
-                deps.append((track.writer, True, resource))
-            if track.parts:
-                deps.extend((part, True, resource) for part in track.parts)
-            readers = track.readers
-            if len(readers) >= 64:  # readers that started no longer hold a writer back
-                readers[:] = [r for r in readers if r.started_at is None]
-            readers.append(op)
-        for resource in op.parts:
-            track = tracks[resource]
-            if _unfinished(track.writer, now):
-                deps.append((track.writer, True, resource))
-            _after_readers(track, op, resource, deps)
-            track.parts.append(op)
-        for resource in op.writes:
-            track = tracks[resource]
-            if track.writer is not op and _unfinished(track.writer, now):
-                deps.append((track.writer, True, resource))
-            if track.parts:
-                deps.extend((part, True, resource) for part in track.parts)
-                track.parts = []
-            _after_readers(track, op, resource, deps)
-            track.readers = []
-            track.writer = op
-        unit = op.unit
-        unit.queue.append(op)
-        if unit._work is not None:
-            unit._work.succeed()
-            unit._work = None
-        self.issued += 1
-        return op
+    def _unfinished(self, op: int, now: int) -> bool:
+        return self.ready[op] < 0 or self.ready[op] > now
 
-    def _front_end(self, ops: Iterator[Op]):
-        ops = iter(ops)
+    # -- units -----------------------------------------------------------------------------------
+    def _serve(self, u: int):
+        env, queue, spec = self.env, self.queues[u], self.t.units[u]
         while True:
-            self.flush()  # the op stream may read state
-            op = next(ops, None)
-            if op is None:
-                return
-            unit = op.unit
-            while len(unit.queue) >= unit.depth:
-                if unit._space is None:
-                    unit._space = self.env.event()
-                yield unit._space
-            self.dispatch(op)
-            if self.progress is not None and self.issued % 4096 == 0:
-                self.progress(self.issued, self.env.now)
+            if not queue:
+                self.work[u] = env.event()
+                yield self.work[u]
+            j = queue.popleft()
+            if self.space[u] is not None and len(queue) <= spec.depth // 2:
+                self.space[u].succeed()
+                self.space[u] = None
+            for kind, found in self.deps[j]:
+                for dep, raw in found:
+                    if self.start[dep] < 0:
+                        waited = env.now
+                        yield self._started(dep)
+                        self._stall(u, kind, env.now - waited)
+                    until = self.ready[dep] if raw else self.start[dep]
+                    if until > env.now:
+                        self._stall(u, kind, until - env.now)
+                        yield env.timeout(until - env.now)
+            self.deps[j] = None
+            if spec.in_flight:
+                pending = self.pending[u]
+                while pending and pending[0] <= env.now:
+                    heapq.heappop(pending)
+                if len(pending) >= spec.in_flight:
+                    self.stalls[u, self.reason_inflight] += pending[0] - env.now
+                    yield env.timeout(pending[0] - env.now)
+                    heapq.heappop(pending)
+            grant = env.event()
+            self.waiting.append((j, grant))
+            if not self.granting:
+                self.granting = True
+                self._later(GRANT).callbacks.append(self._grant)
+            yield grant
+            if self.end[j] > env.now:
+                yield env.timeout(self.end[j] - env.now)
 
-    def run(self, ops: Iterable[Op]) -> int:
-        """Issue ``ops`` in order, run until everything is done, return the cycle count.
+    def _stall(self, u: int, kind: int, cycles: int) -> None:
+        if cycles > 0:
+            self.stalls[u, kind] += cycles
 
-        The cyclic garbage collector is paused meanwhile: its scans of the many live ops and
-        events cost more than the simulation itself, and nothing here needs it.
-        """
-        self.env.process(self._front_end(iter(ops)))
+    def _started(self, op: int) -> simpy.Event:
+        event = self.started_event.get(op)
+        if event is None:
+            event = self.started_event[op] = self.env.event()
+        return event
+
+    def _grant(self, _event) -> None:
+        """Start the waiting op first in program order; come back for the next one after
+        everything that start causes in this cycle."""
+        j, grant = min(self.waiting)
+        self.waiting.remove((j, grant))
+        self._start(j)
+        grant.succeed()
+        if self.waiting:
+            self._later(GRANT).callbacks.append(self._grant)
+        else:
+            self.granting = False
+
+    def _start(self, j: int) -> None:
+        t, now = self.t, int(self.env.now)
+        u = int(t.unit[j])
+        self.start[j], self.rank[j] = now, self.started
+        self.started += 1
+        commit = self.effects.start(j, now)
+        end = now + int(t.cycles[j]) + int(t.stall[j])
+        if t.stall[j]:
+            self.stalls[u, self.reason_static + t.stall_reason[j]] += t.stall[j]
+        end += self._traffic(j, now)
+        arrival = end
+        decoupled = t.units[u].in_flight > 0
+        for k in t.transfers(j):
+            p = int(t.xfer_port[k])
+            if p < 0:
+                p = min(t.groups[-1 - p], key=self.free_at.__getitem__)
+            nbytes = int(t.xfer_bytes[k])
+            begin = max(now, self.free_at[p])
+            held = slot_cycles(nbytes, t.ports[p].width)
+            self.free_at[p] = begin + held
+            self.slot_start[k], self.slot_cycles[k], self.slot_port[k] = begin, held, p
+            if begin + held > end and not decoupled:
+                self.stalls[u, self.reason_port + p] += begin + held - end
+                end = begin + held
+            arrival = max(arrival, begin + held + t.ports[p].latency)
+        ready = max(end, arrival) + int(t.latency[j])
+        self.end[j], self.ready[j] = end, ready
+        if commit is not None:
+            self.effects.land(j, ready, self.started - 1, commit)
+        self.last_ready = max(self.last_ready, ready)
+        if decoupled:
+            heapq.heappush(self.pending[u], ready)
+        self.busy[u] += t.cycles[j]
+        self.ops[u] += 1
+        self.macs[u] += t.macs[j]
+        event = self.started_event.pop(j, None)
+        if event is not None:
+            event.succeed()
+
+    def _traffic(self, j: int, now: int) -> int:
+        t = self.t
+        if t.traffic[j] == TRAFFIC_PAY:
+            lo, hi = t.acc_ptr[j], t.acc_ptr[j + 1]
+            stall, self.iv, self.iv_count = traffic.pay(
+                self.iv, self.iv_count, int(t.traffic_master[j]), now, int(t.cycles[j]),
+                t.acc_words[lo:hi], t.acc_count[lo:hi], float(t.traffic_words[j]),
+                float(max(t.traffic_banks, 1)))
+            if stall > 0:
+                self.stalls[int(t.unit[j]), self.reason_traffic] += stall
+            return int(stall)
+        if t.traffic[j] == TRAFFIC_RECORD and t.xfer_ptr[j + 1] > t.xfer_ptr[j]:
+            k = t.xfer_ptr[j]
+            begin = max(now, self.free_at[int(t.xfer_port[k])])
+            span = int(np.ceil(t.xfer_bytes[k] / t.traffic_rate[j]))
+            self.iv, self.iv_count = traffic.record(self.iv, self.iv_count,
+                                                    int(t.traffic_master[j]), begin, span,
+                                                    float(t.traffic_words[j]))
+        return 0
+
+    # -- a run -----------------------------------------------------------------------------------
+    def run(self, progress=None) -> Records:
+        """Run every op; ``progress(dispatched, cycle)`` every 4096 ops. The cyclic garbage
+        collector is paused meanwhile (its scans of the many live events cost more than the
+        simulation)."""
+        self.progress = progress
+        for u in range(len(self.t.units)):
+            self.env.process(self._serve(u))
+        self.env.process(self._front_end())
         collecting = gc.isenabled()
         gc.disable()
         try:
             self.env.run()
-            if self.last_ready > self.env.now:  # the last results land after the last op
-                self.env.run(self.env.timeout(self.last_ready - self.env.now))
-            self.flush()
         finally:
             if collecting:
                 gc.enable()
-        stuck = [u.name for u in self.units.values() if u.queue]
-        if stuck:
-            raise HwsimError(f"internal: units {', '.join(stuck)} still hold ops at the end")
-        self._release()
-        return int(self.env.now)
+        if self.started != len(self.t):
+            raise HwsimError(f"internal: {len(self.t) - self.started} ops never started")
+        self.effects.flush()
+        cycles = int(max(self.last_ready, self.end.max(initial=0)))
+        return Records(self.t, cycles, self.start, self.end, self.ready, self.rank,
+                       self.slot_start, self.slot_cycles, self.slot_port, self.busy, self.ops,
+                       self.macs, self.stalls)
 
-    def _release(self) -> None:
-        """Break the reference cycles of a finished run (unit processes, units and engine, the
-        hooks), so that its ops and events go when the last reference does, without leaving
-        the cyclic collector tens of thousands of objects to trace."""
-        for unit in self.units.values():
-            unit.process._generator.close()
-            unit.process = unit._work = unit._space = None
-            unit.engine = None
-        # ops still on the scoreboard drop their closures, which may hold the machine
-        for track in self._tracks.values():
-            for op in [track.writer, *track.readers, *track.parts]:
-                if op is not None:
-                    op.execute = None
-        self.observe = self.progress = None
+
+def simulate(table: OpTable, effects: Effects | None = None, progress=None) -> Records:
+    return Engine(table, effects).run(progress)

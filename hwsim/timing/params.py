@@ -184,6 +184,8 @@ class ParamSet:
         object.__setattr__(self, "_origin", {n: "default" for n in table.rows})
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):     # not a parameter (copy and pickle look these up)
+            raise AttributeError(name)
         try:
             value = self._values[name]
         except KeyError:

@@ -3,25 +3,26 @@
 Per unit: busy, stalled (by reason) and idle cycles, ops, MACs and utilisation against the unit's
 peak. Per port: bytes, mean bandwidth over the run and peak bandwidth over aligned windows of
 ``window`` cycles (bytes of a transfer are spread evenly over its slot). Everything derives from
-the engine's logs; nothing is sampled per cycle.
+the engine's records (``hwsim.timing.records``); nothing is sampled per cycle. The writers of a
+result (text summary, JSON, timeline) live in ``hwsim.traces``.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hwsim.timing.records import Records
 
-def binned(log: list[tuple[int, int, int]], total: int, bins: int) -> tuple[np.ndarray, int]:
-    """Amounts of ``(start, cycles, amount)`` intervals falling in each of ``bins`` equal windows
+
+def binned(log: np.ndarray, total: int, bins: int) -> tuple[np.ndarray, int]:
+    """Amounts of ``[start, cycles, amount]`` rows falling in each of ``bins`` equal windows
     over ``[0, total)``, spreading each amount evenly over its interval. Returns (sums, width)."""
     width = max(1, -(-total // max(1, bins)))
     nbins = max(1, -(-total // width))
-    if not log:
+    if not len(log):
         return np.zeros(nbins), width
     data = np.asarray(log, dtype=np.float64)
     start, cycles, amount = data[:, 0], np.maximum(data[:, 1], 1.0), data[:, 2]
@@ -39,22 +40,36 @@ def binned(log: list[tuple[int, int, int]], total: int, bins: int) -> tuple[np.n
 
 @dataclass
 class Result:
-    """One run: cycles, time at the clock, statistics, and the logs behind the timeline."""
+    """One run: cycles, time at the clock, statistics, and the records behind the timeline."""
 
     machine: str
     cycles: int
     clock_hz: float
     instructions: int
     stats: dict[str, Any]
-    units: list = field(repr=False, default_factory=list)
-    ports: list = field(repr=False, default_factory=list)
+    records: Records = field(repr=False, default=None)
     expect_failures: list[str] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
         return self.cycles / self.clock_hz
 
-    def write_timeline(self, path: str | Path, spans=()) -> None:
+    @property
+    def unit_names(self) -> list[str]:
+        return [u.name for u in self.records.table.units]
+
+    @property
+    def port_names(self) -> list[str]:
+        return [p.name for p in self.records.table.ports]
+
+    def log(self, unit: str) -> list[tuple[int, int, str, dict | None]]:
+        """(start, cycles, label, args) of each op of ``unit``, in program order."""
+        table = self.records.table
+        u = self.unit_names.index(unit)
+        return [(start, cycles, table.labels[table.label[op]], table.args.get(op))
+                for start, cycles, op in self.records.unit_log(u).tolist()]
+
+    def write_timeline(self, path, spans=()) -> None:
         """Chrome/Perfetto trace JSON: a track per unit, counter tracks for bandwidth/occupancy;
         ``spans`` (name, start, cycles, args) are added as async slices."""
         from hwsim.traces.chrome import write_chrome
@@ -64,7 +79,9 @@ class Result:
         return {"machine": self.machine, "cycles": self.cycles, "clock_hz": self.clock_hz,
                 "seconds": self.seconds, "instructions": self.instructions, **self.stats}
 
-    def write_json(self, path: str | Path) -> None:
+    def write_json(self, path) -> None:
+        import json
+
         from hwsim.traces.files import atomic_write_text
         atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
 
@@ -73,33 +90,37 @@ class Result:
         return summary_text(self)
 
 
-def collect(engine, machine: str, instructions: int, peak_macs_per_cycle: float,
-            window: int) -> Result:
-    """Turn a finished engine into a ``Result``."""
-    cycles = int(engine.env.now)
+def collect(records: Records, machine: str, instructions: int, peak_macs_per_cycle: float,
+            clock_hz: float, window: int) -> Result:
+    """Turn an engine's records into a ``Result``."""
+    t = records.table
+    cycles = records.cycles
     span = max(cycles, 1)
     units = {}
-    for unit in engine.units.values():
-        stalled = sum(unit.stalls.values())
-        entry = {"ops": unit.ops, "busy": unit.busy, "stalled": stalled,
-                 "stalls": dict(sorted(unit.stalls.items())),
-                 "idle": max(0, cycles - unit.busy - stalled), "macs": unit.macs}
-        if unit.peak_macs:
-            entry["utilisation"] = unit.macs / (unit.peak_macs * span)
-        units[unit.name] = entry
+    for u, spec in enumerate(t.units):
+        stalls = records.unit_stalls(u)
+        stalled = sum(stalls.values())
+        busy = int(records.busy[u])
+        entry = {"ops": int(records.ops[u]), "busy": busy, "stalled": stalled,
+                 "stalls": dict(sorted(stalls.items())),
+                 "idle": max(0, cycles - busy - stalled), "macs": int(records.macs[u])}
+        if spec.peak_macs:
+            entry["utilisation"] = entry["macs"] / (spec.peak_macs * span)
+        units[spec.name] = entry
     ports = {}
-    for port in engine.ports.values():
-        sums, width = binned(port.log, cycles, max(1, span // max(1, window)))
-        mean = port.bytes / span
-        ports[port.name] = {
-            "bytes": port.bytes, "busy": port.busy_cycles,
-            "mean_bytes_per_cycle": mean, "peak_bytes_per_cycle": float(sums.max() / width),
-            "mean_gb_per_s": mean * engine.clock_hz / 1e9,
-            "peak_gb_per_s": float(sums.max() / width) * engine.clock_hz / 1e9,
-            "width_bytes_per_cycle": port.width}
-    macs = sum(u.macs for u in engine.units.values())
+    for p, spec in enumerate(t.ports):
+        log = records.port_log(p)
+        sums, width = binned(log[:, :3], cycles, max(1, span // max(1, window)))
+        nbytes = int(log[:, 2].sum())
+        mean = nbytes / span
+        peak = float(sums.max() / width)
+        ports[spec.name] = {
+            "bytes": nbytes, "busy": int(log[:, 1].sum()),
+            "mean_bytes_per_cycle": mean, "peak_bytes_per_cycle": peak,
+            "mean_gb_per_s": mean * clock_hz / 1e9, "peak_gb_per_s": peak * clock_hz / 1e9,
+            "width_bytes_per_cycle": float(spec.width)}
+    macs = int(records.macs.sum())
     stats = {"macs": macs, "peak_macs_per_cycle": peak_macs_per_cycle,
              "utilisation": macs / (peak_macs_per_cycle * span) if peak_macs_per_cycle else 0.0,
              "units": units, "ports": ports}
-    return Result(machine, cycles, engine.clock_hz, instructions, stats,
-                  list(engine.units.values()), list(engine.ports.values()))
+    return Result(machine, cycles, clock_hz, instructions, stats, records)

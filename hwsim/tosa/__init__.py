@@ -1,7 +1,8 @@
 """What a model means: the TOSA graph IR, loaders, the reference model and numerics judging.
 
 Modules: ``ir`` (Tensor, Operator, Graph), ``ops`` (the operator table and ERROR_IF checks),
-``dtypes``, ``schema``, ``flatbuf`` (.tosa read/write), ``loaders`` (.tflite/MLIR import),
+``dtypes``, ``schema``, ``flatbuf`` (.tosa read/write), ``fbtable`` (flatbuffer tables from a
+parsed schema), ``v080`` (TOSA 0.80 files in and out), ``loaders`` (.tflite/MLIR import),
 ``builder`` (GraphBuilder), ``models`` (synthetic MLPerf Tiny networks), ``reference`` (the
 official reference model), ``numerics`` and ``judge`` (TOSA compliance checks and verdicts),
 ``sut`` (the conformance runner's system under test and the target registry), ``cli``.

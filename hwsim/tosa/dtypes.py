@@ -115,6 +115,19 @@ def from_bytes(dt: DType, raw: bytes, shape: tuple[int, ...]) -> np.ndarray:
     return values.astype(dt.np).reshape(shape)
 
 
+def to_bytes(dt: DType, values) -> bytes:
+    """The inverse of ``from_bytes``: values as a ``.tosa`` file stores them."""
+    array = np.asarray(values, dtype=dt.np).reshape(-1)
+    if dt.name == "int48":
+        return array.astype("<i8").view(np.uint8).reshape(-1, 8)[:, :6].tobytes()
+    if dt.name == "int4":
+        nibbles = (array.astype(np.uint8) & 0xF)
+        if nibbles.size % 2:
+            nibbles = np.append(nibbles, np.uint8(0))
+        return (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8).tobytes()
+    return array.astype(dt.np.newbyteorder("<")).tobytes()
+
+
 def to_bits(dt: DType, values: np.ndarray) -> np.ndarray:
     """Values -> what the reference model exchanges: the integer view for bf16/fp8."""
     values = np.array(values, dtype=dt.np, order="C")        # keeps rank 0, unlike ascontiguous

@@ -91,37 +91,47 @@ def _read_tensor(fb, where: str) -> Tensor:
         if any(d < 1 for d in shape):
             raise TosaError(where, f"constant {name} has a dynamic shape {shape}")
         data = from_bytes(dt, fb.DataAsNumpy().tobytes(), tuple(shape))
-    return _Pending(name, shape, dt, data)
+    return Pending(name, shape, dt, data)
 
 
-class _Pending:
-    """A tensor as the file has it; dynamic dimensions (-1) are resolved before building."""
+class Pending:
+    """A tensor as the file has it; dynamic dimensions (-1) are resolved before building.
+    Also what the 0.80 upgrade (``hwsim.tosa.v080.upgrade``) builds graphs from."""
 
     def __init__(self, name, shape, dt, data):
         self.name, self.shape, self.dtype, self.data = name, list(shape), dt, data
 
 
 def read_tosa(data: bytes, source: str = "<bytes>", batch: int | None = None) -> Graph:
-    """Parse a ``.tosa`` flatbuffer. ``batch`` fixes a dynamic (-1) leading dimension."""
+    """Parse a ``.tosa`` flatbuffer, 1.x or 0.80.x (recognised by its version table; 0.80 is
+    upgraded to 1.0 by ``hwsim.tosa.v080``). ``batch`` fixes a dynamic (-1) leading
+    dimension."""
     from tosa.TosaGraph import TosaGraph
     if len(data) < 8 or data[4:8] != b"TOSA":
         raise TosaError(source, "not a TOSA flatbuffer (no 'TOSA' file identifier)")
-    try:
+    try:      # the version table is slot 0 of the root in every TOSA schema
         root = TosaGraph.GetRootAs(data, 0)
-        version = root.Version()
-        major, minor = version._Major(), version._Minor()
-        if major != 1:
-            raise TosaError(source, f"TOSA version {major}.{minor}; hwsim reads 1.x files "
-                                    "(re-export 0.x graphs with a current converter)")
+        v = root.Version()
+        major, minor, patch, draft = v._Major(), v._Minor(), v._Patch(), v._Draft()
+    except (IndexError, ValueError, TypeError, AttributeError, struct.error) as exc:
+        raise TosaError(source, f"corrupt flatbuffer: {exc or 'no version table'}") from None
+    version = f"{major}.{minor}.{patch}" + ("-draft" if draft else "")
+    if (major, minor) == (0, 80):
+        from hwsim.tosa.v080.flatbuf import read_080
+        from hwsim.tosa.v080.upgrade import upgrade
+        return upgrade(read_080(data, source), source, batch)
+    if major != 1:
+        raise TosaError(source, f"TOSA version {version}; hwsim reads 0.80.x and 1.x files")
+    try:
         if root.RegionsLength() != 1 or root.Regions(0).BlocksLength() != 1:
             raise TosaError(source, "several regions or blocks (control flow is not supported)")
-        return _read_block(root.Regions(0).Blocks(0), source, batch)
+        return _read_block(root.Regions(0).Blocks(0), source, batch, version)
     except (IndexError, ValueError, UnicodeDecodeError, struct.error,    # truncated or corrupt:
             AttributeError, TypeError, KeyError, OverflowError) as exc:   # offsets gone astray
         raise TosaError(source, f"corrupt flatbuffer: {type(exc).__name__}: {exc}") from None
 
 
-def _read_block(block, source: str, batch: int | None) -> Graph:
+def _read_block(block, source: str, batch: int | None, version: str) -> Graph:
     pending = {}
     for i in range(block.TensorsLength()):
         t = _read_tensor(block.Tensors(i), source)
@@ -131,7 +141,7 @@ def _read_block(block, source: str, batch: int | None) -> Graph:
         values = s.DataAsNumpy().tobytes() if s.DataLength() else b""
         shape = from_bytes(dtype("shape"), values, (s.Rank(),)) if values or not s.Rank() \
             else None
-        pending[_str(s.Name())] = _Pending(_str(s.Name()), [s.Rank()], dtype("shape"), shape)
+        pending[_str(s.Name())] = Pending(_str(s.Name()), [s.Rank()], dtype("shape"), shape)
     raw_ops = []
     for i in range(block.OperatorsLength()):
         fb = block.Operators(i)
@@ -151,11 +161,12 @@ def _read_block(block, source: str, batch: int | None) -> Graph:
         if name not in pending:
             raise TosaError(source, f"graph input/output {name!r} is not a declared tensor")
     if batch is not None:
-        _fix_batch(pending, raw_ops, batch, source)
-    return _build(pending, raw_ops, inputs, outputs, _str(block.Name()) or "main", source)
+        fix_batch(pending, raw_ops, batch, source)
+    return build_graph(pending, raw_ops, inputs, outputs, _str(block.Name()) or "main", source,
+                       version)
 
 
-def _fix_batch(pending: dict, raw_ops: list, batch: int, source: str) -> None:
+def fix_batch(pending: dict, raw_ops: list, batch: int, source: str) -> None:
     """Set a dynamic leading dimension (-1) to ``batch``; then resolve the -1 entries of the
     RESHAPE shapes and SLICE sizes that use it (converters emit e.g. RESHAPE to [-1, 12])."""
     for t in pending.values():
@@ -182,7 +193,8 @@ def _fix_batch(pending: dict, raw_ops: list, batch: int, source: str) -> None:
         pending[name].data = np.array(values, np.int64)
 
 
-def _build(pending, raw_ops, inputs, outputs, name, source) -> Graph:
+def build_graph(pending, raw_ops, inputs, outputs, name, source, version="") -> Graph:
+    """The validated graph of pending tensors and ``(op, inputs, outputs, attrs)`` rows."""
     for op, _, outs, _ in raw_ops:
         if op in CONST_OPS and (len(outs) != 1 or pending[outs[0]].data is None):
             raise TosaError(source, f"{op} {outs} has no embedded data")
@@ -190,7 +202,8 @@ def _build(pending, raw_ops, inputs, outputs, name, source) -> Graph:
         tensors = {n: Tensor(p.name, p.shape, p.dtype, p.data) for n, p in pending.items()}
         ops = [Operator(op, [tensors[n] for n in ins], [tensors[n] for n in outs], attrs)
                for op, ins, outs, attrs in raw_ops if op not in CONST_OPS]
-        return Graph(ops, [tensors[n] for n in inputs], [tensors[n] for n in outputs], name)
+        return Graph(ops, [tensors[n] for n in inputs], [tensors[n] for n in outputs], name,
+                     version)
     except TosaError as exc:
         raise TosaError(f"{source}: {exc.operator}", exc.condition) from None
 

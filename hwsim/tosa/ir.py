@@ -183,8 +183,9 @@ class Graph:
     """Operators in topological order with the graph's inputs and outputs, validated."""
 
     def __init__(self, operators: Iterable[Operator], inputs: Iterable[Tensor],
-                 outputs: Iterable[Tensor], name: str = "main"):
+                 outputs: Iterable[Tensor], name: str = "main", version: str = ""):
         self.name = name
+        self.version = version      # the TOSA version of the file it came from ("" if none)
         self.inputs, self.outputs = list(inputs), list(outputs)
         given = list(operators)
         self.tensors: dict[str, Tensor] = {}
@@ -288,12 +289,12 @@ class Graph:
     def with_outputs(self, outputs: Iterable["Tensor | str"]) -> "Graph":
         """The same operators with other graph outputs (e.g. every tensor, for goldens)."""
         return Graph(self.operators, self.inputs, [self.tensor(self._name(t)) for t in outputs],
-                     self.name)
+                     self.name, self.version)
 
     def operator_graph(self, op: Operator) -> "Graph":
         """A one-operator graph: ``op`` with its non-constant inputs as the graph inputs."""
         inputs = list(dict.fromkeys(t for t in op.inputs if not t.is_const))
-        return Graph([op], inputs, op.outputs, f"{self.name}:{op.name}")
+        return Graph([op], inputs, op.outputs, f"{self.name}:{op.name}", self.version)
 
     def __repr__(self) -> str:
         return (f"Graph({self.name}: {len(self.operators)} operators, "

@@ -7,7 +7,8 @@ result that is not bit-exact, the fp64 reference and dot-product bound) from the
 model. Verdicts: ``exact`` (every element bit-identical; NaNs of any payload count as equal),
 ``compliant`` (not bit-exact, but within the operator's TOSA bound; never for integers, which
 must be exact), ``deviates`` (outside it), each with the counts and error figures (LSB for
-integers, ULP of the golden for floats) that ``str(verdict)`` prints on one line.
+integers; for floats ULP of the golden, or for a dot product ULP of the size of its terms
+against the fp64 reference) that ``str(verdict)`` prints on one line.
 """
 
 from __future__ import annotations
@@ -38,21 +39,42 @@ class Verdict:
     check: str            # the rule that decided
     detail: str = ""
     narrow: "Verdict | None" = None   # the same result judged in a narrower compute type
+    requantised: "Verdict | None" = None   # rounded to the integer model's type, against it
 
     def __str__(self) -> str:
-        text = (f"{self.layer}: {self.status} ({self.exact}/{self.count} bit-exact, max "
-                f"{self.max_err:.3g} {self.unit}, mean {self.mean_err:.3g} {self.unit}; "
-                f"{self.check}")
-        text += f": {self.detail})" if self.detail else ")"
-        if self.narrow is not None:
-            n = self.narrow
-            text += (f"; as {n.dtype}: {n.status} (max {n.max_err:.3g} {n.unit}; {n.check}"
-                     f"{': ' + n.detail if n.detail else ''})")
-        return text
+        return f"{self.layer}: {self.brief(detail=True)}"
+
+    def brief(self, detail: bool = False) -> str:
+        """The verdicts on one line, the one that matters most first: against the integer
+        model (``requantised``), as the machine's compute type (``narrow``), then in the
+        graph's own type; e.g. ``compliant as fp16 (max 1 ULP, 11779/16384 bit-exact); fp32:
+        deviates (max 4.45e+03 ULP, 2052/16384 bit-exact)``. ``detail`` adds the mean errors
+        and each rule with its figures."""
+        parts = []
+        if (q := self.requantised) is not None:
+            parts.append(f"{q.dtype} " + ("exact" if q.exact == q.count else
+                                          f"within {q.max_err:g} LSB ({q.exact}/{q.count} "
+                                          "equal" + (f", mean {q.mean_err:.3g} LSB" if detail
+                                                     else "") + ")"))
+        if (n := self.narrow) is not None:
+            parts.append(n._phrase(detail, f" as {n.dtype}"))
+        parts.append(f"{self.dtype}: {self._phrase(detail)}" if parts else self._phrase(detail))
+        return "; ".join(parts)
+
+    def _phrase(self, detail: bool, label: str = "") -> str:
+        if self.status == "exact":
+            return "exact" + label
+        text = (f"{self.status}{label} (max {self.max_err:.3g} {self.unit}, {self.exact}/"
+                f"{self.count} bit-exact")
+        if detail:
+            text += f", mean {self.mean_err:.3g} {self.unit}; {self.check}" + (
+                f": {self.detail}" if self.detail else "")
+        return text + ")"
 
 
 def statistics(sim: np.ndarray, golden: np.ndarray, dt: DType) -> tuple[int, float, float]:
-    """(bit-exact count, max error, mean error) in LSB (integers) or golden ULP (floats)."""
+    """(bit-exact count, max error, mean error) in LSB (integers) or ULP of the golden
+    (floats; ``hwsim.tosa.numerics.ulp_error``)."""
     sim, golden = np.asarray(sim, dt.np), np.asarray(golden, dt.np)
     if sim.shape != golden.shape:
         raise HwsimError(f"simulated shape {list(sim.shape)} != golden {list(golden.shape)}")
@@ -113,6 +135,10 @@ def judge(op: Operator, sim: np.ndarray, golden: np.ndarray, *, ref64=None, bnd6
         if ref64 is None or bnd64 is None:
             raise HwsimError(f"{op.op}[{op.name}]: the dot-product test needs ref64 and bnd64 "
                              "(hwsim.tosa.reference.reference_fp64)")
+        # the error against the exact value, in ulps of the size of the terms (their bound):
+        # cancellation, or a ReLU that zeroed the golden, does not inflate it
+        err = ulp_error(sim, ref, dt, np.reshape(bnd64, np.shape(ref)))
+        max_err, mean_err = float(err.max()), float(err.mean())
         ks, acc, has_bias = dot_product_shape(op)
         ksb = rule.ksb(ks, acc, dt, has_bias)
         fp32 = all(t.dtype.name == "fp32" for t in op.inputs[:2])

@@ -8,6 +8,8 @@ first. Converters keep the dynamic batch of the MLPerf Tiny models (``?`` in MLI
 -1 in the flatbuffer); it is fixed to ``batch`` (default 1) when the graph is built, including
 the ``-1`` entries of RESHAPE shapes and SLICE sizes that depend on it. RESHAPE/TRANSPOSE of
 constants are folded into constants. Everything runs locally, without a cache or network access.
+TOSA 0.80 flatbuffers and MLIR text are read by ``hwsim.tosa.v080`` and upgraded to 1.0;
+``save_graph``/``graph_bytes`` write 1.0 flatbuffers, or 0.80 flatbuffers and MLIR text.
 
 Both converters run in child processes, so that a crash on a corrupt file (the .tflite converter
 segfaults on some) is a one-line error; their own messages (absl warnings, MLIR diagnostics) are
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import signal
 import subprocess
 import sys
@@ -60,11 +63,27 @@ def load_graph(model: "str | Path | bytes", batch: int = 1) -> Graph:
         raise ConfigError(f"batch: expected 1..{MAX_BATCH:,}, found {batch}")
     data, source = _read(model)
     kind = model_format(data, source)
+    if kind == "mlir" and is_080_mlir(data):
+        from hwsim.tosa.v080.mlir import parse_080
+        from hwsim.tosa.v080.upgrade import upgrade
+        return fold_constant_layout(upgrade(parse_080(data, source), source, batch))
+    if kind == "tosa":
+        return fold_constant_layout(read_tosa(data, source, batch=batch))
     if kind == "tflite":
         data, kind = tflite_to_mlir(data, source), "mlirbc"
-    if kind in ("mlir", "mlirbc"):
-        data = mlir_to_tosa(data, source)
-    return fold_constant_layout(read_tosa(data, source, batch=batch))
+    graph = read_tosa(mlir_to_tosa(data, source), source, batch=batch)
+    graph.version = "1.0"       # the dialect tosa-opt reads, not the stamp it writes
+    return fold_constant_layout(graph)
+
+
+# Spellings of the TOSA 0.80 MLIR dialect (LLVM 17-18) that the 1.0 dialect no longer has.
+MLIR_080 = re.compile(rb"quantization_info|double_round|new_shape|tosa\.fully_connected|"
+                      rb"min_int\s*=|\{value\s*=\s*dense")
+
+
+def is_080_mlir(data: bytes) -> bool:
+    """True for TOSA MLIR text in the 0.80 dialect (recognised by its spellings)."""
+    return MLIR_080.search(data) is not None
 
 
 def fold_constant_layout(graph: Graph) -> Graph:
@@ -84,7 +103,7 @@ def fold_constant_layout(graph: Graph) -> Graph:
     if not folded:
         return graph
     outputs = [folded.get(t.name, t) for t in graph.outputs]
-    return Graph(kept, graph.inputs, outputs, graph.name)
+    return Graph(kept, graph.inputs, outputs, graph.name, graph.version)
 
 
 FOLDABLE = {
@@ -93,9 +112,34 @@ FOLDABLE = {
 }
 
 
-def save_graph(graph: Graph, path: "str | Path", what: str = "output") -> None:
-    """Write ``graph`` as a ``.tosa`` flatbuffer (atomically)."""
-    atomic_write_bytes(path, write_tosa(graph), what)
+TOSA_VERSIONS = ("1.0", "0.80")
+
+
+def save_graph(graph: Graph, path: "str | Path", version: str = "1.0") -> None:
+    """Write ``graph`` atomically: a ``.tosa`` flatbuffer of TOSA ``version`` (1.0 or 0.80)
+    or, for a ``.mlir`` path, TOSA 0.80 MLIR text. What 0.80 cannot express is a one-line
+    ``TosaError`` naming the operator, raised before anything is written."""
+    atomic_write_bytes(path, graph_bytes(graph, version, Path(path).suffix == ".mlir"))
+
+
+def graph_bytes(graph: Graph, version: str = "1.0", mlir: bool = False,
+                dialect: str = "llvm18") -> bytes:
+    """What ``save_graph`` writes; ``dialect`` picks the LLVM release whose spelling of the
+    0.80 MLIR dialect is written (``llvm18`` or ``llvm17``)."""
+    if version not in TOSA_VERSIONS:
+        raise ConfigError(f"TOSA version {version!r}: hwsim writes {' or '.join(TOSA_VERSIONS)}")
+    if version == "1.0":
+        if mlir:
+            raise ConfigError("MLIR text is written for TOSA 0.80 only (--tosa-version 0.80); "
+                              "1.0 graphs are written as .tosa flatbuffers")
+        return write_tosa(graph)
+    from hwsim.tosa.v080.downgrade import downgrade
+    old = downgrade(graph)
+    if mlir:
+        from hwsim.tosa.v080.mlir_print import print_080
+        return print_080(old, dialect).encode()
+    from hwsim.tosa.v080.flatbuf import write_080
+    return write_080(old)
 
 
 def _read(model) -> tuple[bytes, str]:

@@ -66,13 +66,20 @@ def reference_ulp(ref: np.ndarray, dt: DType) -> np.ndarray:
     return np.where(normal, pow2 * 2.0 ** -dt.frac, 0.0)
 
 
-def ulp_error(sim: np.ndarray, golden: np.ndarray, dt: DType) -> np.ndarray:
-    """|sim - golden| in ulps of the golden; equal values (NaNs included) are 0, and a
-    difference where the golden has no ulp (0, inf) is inf."""
+def ulp_error(sim: np.ndarray, golden: np.ndarray, dt: DType, scale=None) -> np.ndarray:
+    """|sim - golden| in ulps of ``dt`` at ``scale`` (default: |golden|, or |sim| where the
+    golden is 0: a wrong non-zero result where 0 was expected counts as its own size, about
+    2^frac ulps, rather than an infinity); equal values (NaNs included) are 0. A dot product
+    passes its bound (the sum of absolute products) as ``scale``: its error is measured against
+    the size of its terms, as the TOSA dot-product test does, so that cancellation (or a ReLU
+    that zeroed the golden) does not inflate it. Only a NaN or an infinity against a finite
+    value (an overflow) is infinite."""
     s, g = np.asarray(sim, np.float64), np.asarray(golden, np.float64)
     same = (s == g) | (np.isnan(s) & np.isnan(g))
-    ulp = np.maximum(reference_ulp(g, dt), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    at = np.where(g != 0, np.abs(g), np.abs(s)) if scale is None else np.maximum(
+        np.abs(g), np.abs(np.asarray(scale, np.float64)))
+    ulp = reference_ulp(at, dt)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         err = np.where(ulp > 0, np.abs(s - g) / np.where(ulp > 0, ulp, 1.0), np.inf)
     return np.where(same, 0.0, np.nan_to_num(err, nan=np.inf, posinf=np.inf))
 

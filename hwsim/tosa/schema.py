@@ -32,7 +32,8 @@ def tool(name: str) -> Path:
 @dataclass(frozen=True)
 class Field:
     name: str      # schema spelling (snake_case)
-    type: str      # "int32", "bool", "[int32]", "[ubyte]", "string" or an enum name
+    type: str      # "int32", "bool", "[int32]", "[ubyte]", "string", an enum, union or table
+    default: str = ""   # the schema's default value, as written ("" when none is given)
 
     @property
     def method(self) -> str:
@@ -82,7 +83,13 @@ def _enum(body: str) -> tuple[dict[str, int], tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=None)
 def schema() -> Schema:
-    text = re.sub(r"//[^\n]*", "", tool("tosa.fbs").read_text())
+    """The 1.x schema that tosa-tools ships (``bin/tosa.fbs``)."""
+    return parse_schema(tool("tosa.fbs").read_text())
+
+
+def parse_schema(text: str) -> Schema:
+    """A flatbuffer schema's enums, ``Attribute`` union and tables (fields in slot order)."""
+    text = re.sub(r"//[^\n]*", "", text)
     enums, enum_values = {}, {}
     for name, body in re.findall(r"\benum\s+(\w+)\s*:\s*\w+\s*\{([^}]*)\}", text):
         enum_values[name], enums[name] = _enum(body)
@@ -90,6 +97,7 @@ def schema() -> Schema:
     union = tuple(m.strip() for m in union_body.split(",") if m.strip())
     tables = {}
     for name, body in re.findall(r"\btable\s+(\w+)\s*\{([^}]*)\}", text):
-        tables[name] = tuple(Field(f, t) for f, t in
-                             re.findall(r"(\w+)\s*:\s*(\[?\w+\]?)[^;]*;", body))
+        tables[name] = tuple(Field(f, t, d) for f, t, d in
+                             re.findall(r"(\w+)\s*:\s*(\[?\w+\]?)\s*(?:=\s*(-?\w+))?[^;]*;",
+                                        body))
     return Schema(enums["Op"], enums, enum_values, union, tables)

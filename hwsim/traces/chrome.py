@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from hwsim.timing.stats import binned
 from hwsim.traces.files import atomic_open
 
@@ -32,27 +34,32 @@ def write_chrome(result, path: str | Path, spans=()) -> None:
             first = False
 
         emit({"ph": "M", "pid": 1, "name": "process_name", "args": {"name": result.machine}})
-        for tid, unit in enumerate(result.units, start=1):
+        records = result.records
+        table = records.table
+        labels, label, args = table.labels, table.label, table.args
+        for u, unit in enumerate(table.units):
+            tid = u + 1
             emit({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name",
                   "args": {"name": unit.name}})
-            for start, cycles, label, args in unit.log:
+            for start, cycles, op in records.unit_log(u).tolist():
                 event = {"ph": "X", "pid": 1, "tid": tid, "ts": start, "dur": cycles,
-                         "name": label}
-                if args:
-                    event["args"] = args
+                         "name": labels[label[op]]}
+                if op in args:
+                    event["args"] = args[op]
                 emit(event)
-        for n, (name, start, cycles, args) in enumerate(spans):
+        for n, (name, start, cycles, span_args) in enumerate(spans):
             base = {"pid": 1, "cat": "span", "id": n, "name": name}
-            emit({**base, "ph": "b", "ts": start, "args": args or {}})
+            emit({**base, "ph": "b", "ts": start, "args": span_args or {}})
             emit({**base, "ph": "e", "ts": start + cycles})
         span = max(result.cycles, 1)
-        for port in result.ports:
-            sums, width = binned(port.log, span, COUNTER_BINS)
+        for p, port in enumerate(table.ports):
+            sums, width = binned(records.port_log(p)[:, :3], span, COUNTER_BINS)
             for i, amount in enumerate(sums):
                 emit({"ph": "C", "pid": 1, "ts": i * width, "name": f"{port.name} bytes/cycle",
                       "args": {"bytes/cycle": round(float(amount) / width, 3)}})
-        for unit in result.units:
-            busy = [(start, cycles, cycles) for start, cycles, _, _ in unit.log]
+        for u, unit in enumerate(table.units):
+            log = records.unit_log(u)
+            busy = np.stack([log[:, 0], log[:, 1], log[:, 1]], axis=1)
             sums, width = binned(busy, span, COUNTER_BINS)
             for i, amount in enumerate(sums):
                 emit({"ph": "C", "pid": 1, "ts": i * width, "name": f"{unit.name} occupancy",

@@ -25,8 +25,10 @@ INTEGER = {"int8", "int16", "int32"}
 MATRIX = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL"}
 
 
-def _on_ne16(op) -> bool:
-    return op.op in MATRIX and ne16.fit(op) is None
+def _off_ne16(op) -> str | None:
+    """Why a matrix operator runs on the cluster rather than NE16 (None: NE16 runs it, or it
+    is no matrix operator)."""
+    return ne16.fit(op) if op.op in MATRIX else None
 
 
 def _merge(members: list, consumer) -> bool:
@@ -66,7 +68,8 @@ class Gap9Lowering(Lowering):
         return group(graph, _merge)
 
     def lower(self, graph, layers, machine, options):
-        works = [make(layer, _on_ne16) for layer in layers]
+        works = [make(layer, layer.ops[0].op in MATRIX, _off_ne16(layer.ops[0]))
+                 for layer in layers]
         return plan.lower(graph, layers, works, machine, options)
 
     def text(self, instr) -> str:

@@ -43,31 +43,33 @@ ALIGN = 4
 
 
 def fit(op) -> str | None:
-    """Why NE16 cannot run ``op`` (None: it can)."""
+    """Why NE16 cannot run ``op`` (None: it can), in words a report can show."""
     x = op.inputs[0]
+    if x.shape[0] != 1:     # a job's registers address one image
+        return f"batch {x.shape[0]}: this lowering gives NE16 batch-1 layers only"
     if op.op == "MATMUL":
-        if not op.B.is_const or x.shape[0] != 1:
-            return "MATMUL needs a constant B and batch 1"
+        if not op.B.is_const:
+            return "MATMUL with a B that is not a constant (NE16 weights are packed ahead)"
         return None if x.dtype.name == "int8" else "MATMUL input is not int8"
     if x.dtype.name != "int8" or op.weight.dtype.name != "int8":
         return "NE16 takes int8 activations and weights"
-    top, bottom, left, right = op.pad
-    if x.shape[0] != 1 or tuple(op.dilation) != (1, 1) or max(top, left) > 2 or \
-            max(bottom, right) > 1:
-        # PADDING.bottom/right apply to the last 3x3 patch only; a second padded row or column
-        # can fall in the patch before it
-        return "NE16 takes batch 1, no dilation, padding up to 2 above/left and 1 below/right"
     kh, kw = (op.weight.shape[0], op.weight.shape[1]) if op.op == "DEPTHWISE_CONV2D" else \
         (op.weight.shape[1], op.weight.shape[2])
     stride = tuple(op.stride)
     if op.op == "DEPTHWISE_CONV2D" and op.weight.shape[3] != 1:
         return "depthwise multiplier is not 1"
-    if (kh, kw) == (3, 3) and stride in ((1, 1), (2, 2)):
-        return None
-    if (kh, kw) == (1, 1) and stride == (1, 1) and op.op == "CONV2D" and not any(op.pad):
-        return None
-    return f"NE16 takes 3x3 filters at stride 1 or 2 and unpadded 1x1 at stride 1, not " \
-           f"{kh}x{kw} at stride {stride[0]}x{stride[1]}"
+    if not ((kh, kw) == (3, 3) and stride in ((1, 1), (2, 2)) or (kh, kw) == (1, 1) and
+            stride == (1, 1) and op.op == "CONV2D" and not any(op.pad)):
+        return f"NE16 takes 3x3 filters at stride 1 or 2 and unpadded 1x1 at stride 1, not " \
+               f"{kh}x{kw} at stride {stride[0]}x{stride[1]}"
+    if tuple(op.dilation) != (1, 1):
+        return f"dilation {op.dilation[0]}x{op.dilation[1]} (NE16 has none)"
+    top, bottom, left, right = op.pad
+    if max(top, left) > 2 or max(bottom, right) > 1:
+        # PADDING.bottom/right apply to the last 3x3 patch only; a second padded row or column
+        # can fall in the patch before it
+        return f"padding {list(op.pad)}: NE16 takes up to 2 above/left and 1 below/right"
+    return None
 
 
 @dataclass(frozen=True)

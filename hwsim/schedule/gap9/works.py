@@ -361,12 +361,17 @@ class ClusterWork(Work):
         em.barrier()
 
 
-def make(layer: Layer, on_ne16) -> Work:
+def make(layer: Layer, matrix: bool, off_ne16: str | None) -> Work:
+    """The work of ``layer``: a view, NE16 for a ``matrix`` layer unless ``off_ne16`` says
+    why not (the reason becomes the layer's note), else cluster kernels."""
     ops = layer.ops
     if len(ops) == 1 and (ops[0].op == "RESHAPE" or cluster.is_identity_clamp(ops[0])):
         return View(layer)
-    if on_ne16(ops[0]):
+    if matrix and off_ne16 is None:
         return Ne16Work(layer)
-    return ClusterWork(layer)
+    work = ClusterWork(layer)
+    if matrix:
+        work.notes.append(f"on the cluster, not NE16: {off_ne16}")
+    return work
 
 

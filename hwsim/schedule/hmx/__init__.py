@@ -13,11 +13,12 @@ FP32 accumulation (``compute_types``).
 
 from __future__ import annotations
 
-from hwsim.errors import Location
+from hwsim.errors import Location, ScheduleError
 from hwsim.isa.hmx import Multiply, format_item
 from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
-from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
+from hwsim.schedule.lowering import (Checkpoint, Lowered, Lowering, Placement, Rewritten,
+                                     group)
 
 FLOATS = ("fp32", "fp16")
 UNITS = {"mpy": "mpy", "cvt": "cvt", "bias_load": "cvt", "bias_store": "cvt",
@@ -34,7 +35,21 @@ class HmxLowering(Lowering):
     levels = {"DDR": ("ddr",), "VTCM": ("vtcm.hmx", "vtcm.hvx", "vtcm.dma")}
 
     def rewrite(self, graph, options):
-        return dequantise(graph) if options.mode == "dequantise" else graph
+        """Dequantise mode for an integer graph (an integer input, or a RESCALE), fp16 mode
+        for a float one; the other way round is a one-line error that names the mode."""
+        integer = next((t for t in graph.inputs if t.dtype.is_int), None) or next(
+            (op.output for op in graph if op.op == "RESCALE"), None)
+        if options.mode == "dequantise":
+            if integer is None:
+                raise ScheduleError("--mode dequantise is for integer graphs; this one is "
+                                    "float: leave --mode out (fp16)")
+            return dequantise(graph)
+        if integer is not None:
+            raise ScheduleError(
+                f"an integer graph ({integer.name} is {integer.dtype.name}): HMX runs float "
+                "graphs in FP16; run it with --mode dequantise (the integers in LSB units as "
+                "FP16, checked against the integer model)")
+        return Rewritten(graph)
 
     def compute_types(self, options):
         return ("fp16", "fp32")
@@ -43,8 +58,7 @@ class HmxLowering(Lowering):
         for t in op.inputs + op.outputs:
             if t.dtype.kind not in ("shape",) and t.dtype.name not in FLOATS and not (
                     t.is_const and t.dtype.kind == "int" and op.op == "MUL"):
-                return (f"tensor {t.name} is {t.dtype.name}; HMX runs float graphs in FP16 "
-                        "(an int8 graph needs --mode dequantise)")
+                return f"tensor {t.name} is {t.dtype.name}; HMX runs float graphs in FP16"
         if op.op in HMX_OPS and not all(t.is_const for t in op.inputs[1:]):
             return "its weights (B) are not constants: HMX weights are packed ahead of time"
         if op.op == "MUL" and op.scalar("shift") != 0:
@@ -80,7 +94,7 @@ class HmxLowering(Lowering):
                      for t in graph.outputs},
             checkpoints=_checkpoints(graph, layers, planned, writers),
             units={i: tuple(sorted(u)) for i, u in units.items()},
-            notes={i: [_note(plan) for plan in plans] for i, plans in planned.plans.items()},
+            notes=_notes(layers, planned),
             params={"vtcm_base": params.vtcm_base, "vtcm_size": params.vtcm_size})
 
     def text(self, instr) -> str:
@@ -104,6 +118,18 @@ def _checkpoints(graph, layers, planned, writers) -> dict:
         place = Placement("vtcm", planned.where[t.name], t.dtype.name, t.shape, storage="fp16")
         out[layer.index] = Checkpoint(place, frozenset(writers.get(source, ())))
     return out
+
+
+def _notes(layers, planned) -> dict:
+    """Each HMX layer's plan; the first and last layers also say what the program does before
+    and after the layers, which is counted in them (a RESHAPE first costs nothing itself)."""
+    notes = {i: [_note(plan) for plan in plans] for i, plans in planned.plans.items()}
+    for index, what, steps in ((0, "before", planned.start),
+                               (len(layers) - 1, "after", planned.finish)):
+        if steps:
+            notes.setdefault(index, []).insert(0, f"counts the program's work {what} the "
+                                                  f"layers: {'; '.join(steps)}")
+    return notes
 
 
 def _note(plan) -> str:

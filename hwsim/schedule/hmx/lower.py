@@ -50,6 +50,8 @@ class Planned:
     inputs: dict[str, int]  # graph input name -> DDR address (in the input's own type)
     outputs: dict[str, int]  # graph output name -> DDR address
     plans: dict[int, list]  # layer index -> its ConvPlans (HMX layers)
+    start: list[str]  # what the program does before the first layer (counted in layer 0)
+    finish: list[str]  # what it does after the last layer (counted in the last one)
 
 
 def unit_of(layer) -> str:
@@ -113,6 +115,9 @@ class Planner:
         self.stream = WeightStream(self.ddr, self.vtcm)
         self.where: dict[str, int] = {}
         self.prepared: dict[int, list] = {}
+        self.chunk_layer: list[int] = []  # the layer each streamed constant chunk belongs to
+        self.start: list[str] = []
+        self.finish: list[str] = []
 
     def lower(self) -> Planned:
         for layer in self.layers:  # constants first: the stream needs all its chunks to start
@@ -126,6 +131,10 @@ class Planner:
                         for t in self.graph.outputs}
         self.streamed: set[str] = set()
         self.stream.open(p)
+        if self.stream.chunks:
+            self.start.append(f"the DMA of layer {self.chunk_layer[0]}'s first "
+                              f"{self.stream.chunks[0][1]:,} bytes of weights started (its "
+                              "bytes count here)")
         for layer in self.layers:
             p.layer = layer.index
             self._layer(layer)
@@ -133,14 +142,17 @@ class Planner:
         outputs = self._outputs()
         self.stream.close()
         plans = {i: [item.plan for item in items] for i, items in self.prepared.items()}
-        return Planned(p, self.where, inputs, outputs, plans)
+        return Planned(p, self.where, inputs, outputs, plans, self.start, self.finish)
 
     # -- graph inputs and outputs ----------------------------------------------------------------
     def _constants(self) -> None:
-        """Float constants read as data (not packed as HMX weights): FP16 in DDR, brought into
-        VTCM at the start."""
-        for op in self.graph:
-            for t in op.inputs[:1] if op.op in HMX_OPS else op.inputs:
+        """Float constants that HVX layers read as data (HMX layers get theirs packed, their
+        fused scales in the convert): FP16 in DDR, brought into VTCM at the start."""
+        count = nbytes = 0
+        for layer in self.layers:
+            if unit_of(layer) != "hvx":
+                continue
+            for t in (t for op in layer.ops for t in op.inputs):
                 if t.is_const and t.dtype.is_float and t.name not in self.where:
                     with np.errstate(over="ignore"):
                         data = np.asarray(t.data).astype(np.float16)
@@ -148,6 +160,10 @@ class Planner:
                     self.program.place("ddr", addr, data, t.name)
                     self.where[t.name] = self._alloc(t)
                     self.program.dma_in(self.where[t.name], addr, data.nbytes, t.name)
+                    count, nbytes = count + 1, nbytes + data.nbytes
+        if count:
+            self.start.append(f"{count} constant{'s' * (count > 1)} of HVX layers from DDR "
+                              f"({nbytes:,} bytes)")
 
     def _inputs(self) -> dict[str, int]:
         self._constants()
@@ -155,6 +171,9 @@ class Planner:
         for t in self.graph.inputs:
             addrs[t.name] = self.ddr.alloc(t.nbytes, f"input {t.name}", VECTOR_BYTES)
             self.where[t.name] = self._alloc(t)
+            self.start.append(f"input {t.name} from DDR ({t.nbytes:,} bytes)" + (
+                "" if t.dtype.name == "fp16" else f", converted {t.dtype.name.upper()} to "
+                                                   "FP16 on HVX"))
             if t.dtype.name == "fp16":
                 self.program.dma_in(self.where[t.name], addrs[t.name], t.nbytes, t.name)
                 continue
@@ -176,6 +195,8 @@ class Planner:
                 src = self.vtcm.alloc(t.nbytes, f"staging {t.name}", VECTOR_BYTES)
                 V.cast(p, src, self.where[t.name], t.size, False)
             p.dma_out(self.out_ddr[t.name], src, t.nbytes, t.name)
+            self.finish.append(f"output {t.name} to DDR ({t.nbytes:,} bytes)" + (
+                ", converted from FP16 on HVX" if t.dtype.name == "fp32" else ""))
         p.dma_wait()
         return self.out_ddr
 
@@ -218,12 +239,14 @@ class Planner:
 
     def _prepare(self, layer) -> None:
         ep = epilogue(layer.ops)
+        first = len(self.stream.chunks)
         for conv, weight, bias in _hmx_convs(layer.ops[0]):
             relu = ep.low == 0 and L.fits_fp16(bias)
             plan = C.choose(replace(conv, relu=relu), self.timing)
             self.prepared.setdefault(layer.index, []).append(
                 L.prepare(self.program, self.stream, plan, weight, bias, self.chunk_bytes,
                           layer.name, ep.scale))
+        self.chunk_layer += [layer.index] * (len(self.stream.chunks) - first)
 
     def _hmx(self, layer, out: int) -> None:
         op, x = layer.ops[0], self.where[layer.ops[0].inputs[0].name]

@@ -18,19 +18,27 @@ scratch buffer placed first-fit by lifetime (a layer output lives until its last
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import replace
 
+import numpy as np
+
 from hwsim.isa import sme
-from hwsim.isa.sme_vector import VecOp
 from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
 from hwsim.schedule.sme import layers as sl
 from hwsim.schedule.sme.gemm import MODES
 from hwsim.schedule.sme.numerics import judge_bf16
+from hwsim.targets.sme.program import ROUTINE, SmeProgram
 
 FLOAT_MODES = ("fp32", "bf16-widening", "bf16")
 DATAPATH = {"fp32": "fp32", "bf16-widening": "wide16", "bf16": "b16b16", "int8": "int8"}
 BASE = 0x1000          # mem below this stays unused (a null page)
-WRITES = {"st1_za", "st1_z"}
+STORES = [form.word for form in sme.FORMS if form.op in ("st1_za", "st1_z")]
+# the opcode bits every store has (one test a word cuts the program down to its stores)
+STORE_MASK = functools.reduce(operator.and_, (w.const_mask for w in STORES)) & ~functools.reduce(
+    operator.or_, (w.const_bits ^ STORES[0].const_bits for w in STORES))
+STORE_BITS = STORES[0].const_bits & STORE_MASK
 ELEMENTWISE = frozenset({"ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "RESCALE", "CLAMP", "TABLE",
                          "CLZ", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT"})
 
@@ -98,8 +106,15 @@ class SmeLowering(Lowering):
         verdict, note = judge_bf16(op, sim, feeds, options.mode)
         return replace(verdict, detail="; ".join(filter(None, (verdict.detail, note))))
 
-    def text(self, instr) -> str:
-        return str(instr) if isinstance(instr, VecOp) else instr.text
+    def lines(self, program: SmeProgram) -> list[str]:
+        """Each distinct word disassembled once; the routines as ``vec`` lines."""
+        unique, inverse = np.unique(program.words, return_inverse=True)
+        texts = np.array(["" if word == ROUTINE else sme.disassemble(int(word))
+                          for word in unique], object)
+        lines = texts[inverse]
+        for position, routine in program.routines.items():
+            lines[position] = str(routine)
+        return lines.tolist()
 
     def roofs(self, params) -> dict:
         """The outer-product peaks (modes sharing a rate share a line) and ``mem``'s ports
@@ -120,7 +135,6 @@ class _Lower:
         self.graph, self.layers, self.options = graph, layers, options
         end = machine.params.mem_size
         self.e = sl.Emitter(MODES[options.mode], machine.state.svl_bytes, sl.Memory(BASE, end))
-        self.layer_of: list[int] = []
         self.refs: dict = {}
         self.root = {}                   # tensor -> the tensor whose bytes it shares (views)
         self.last = self._lifetimes()
@@ -141,27 +155,35 @@ class _Lower:
         e = self.e
         for t in self.graph.inputs:
             self.refs[t.name] = e.tensor(sl.DTYPE[t.dtype.name], t.shape, self.last.get(t.name, 0))
-        e.program.extend(sme.assemble_program("smstart"))
-        checkpoints, units, notes, writers = {}, {}, {}, {}
+        e.builder.words([sme.assemble("smstart")])
+        units, notes, ends = {}, {}, []
+        spans = {}       # tensor -> the instructions that write it (a view: its source's)
         for layer in self.layers:
             e.step = layer.index
-            start = len(self.layer_of)
+            start = len(e.builder)
             if _view(layer):
                 source = layer.ops[0].inputs[0]
                 self.refs[layer.output.name] = sl.reshaped(self.refs[source.name],
                                                            layer.output.shape)
-                writers[layer.output.name] = writers.get(source.name, frozenset())
+                spans[layer.output.name] = spans.get(source.name, (0, 0))
             else:
                 notes[layer.index] = self._layer(layer)
-                writers[layer.output.name] = frozenset(
-                    i for i in range(start, len(e.program)) if _writes(e.program[i]))
+                spans[layer.output.name] = (start, len(e.builder))
                 units[layer.index] = ("mx", "vec") if layer.ops[0].op in sl.DOT_OPS else \
                     ("vec",)
-            self.layer_of.extend([layer.index] * (len(e.program) - len(self.layer_of)))
+            ends.append(len(e.builder))
+        program = e.builder.program()
+        writes = _writes(program)
+        checkpoints = {}
+        for layer in self.layers:
+            start, end = spans[layer.output.name]
+            writers = np.flatnonzero(writes[start:end]) + start
             checkpoints[layer.index] = Checkpoint(self._place(layer.output),
-                                                  writers[layer.output.name])
+                                                  frozenset(writers.tolist()))
+        layer_of = np.repeat(np.int32([layer.index for layer in self.layers]),
+                             np.diff(ends, prepend=0))
         image = [("mem", addr, raw) for addr, raw in e.image]
-        return Lowered(e.program, self.layer_of, image,
+        return Lowered(program, layer_of, image,
                        {t.name: self._place(t) for t in self.graph.inputs},
                        {t.name: self._place(t) for t in self.graph.outputs},
                        checkpoints, units, notes)
@@ -184,5 +206,13 @@ class _Lower:
         return Placement("mem", ref.addr, tensor.dtype.name, tensor.shape)
 
 
-def _writes(item) -> bool:
-    return isinstance(item, VecOp) or item.op in WRITES
+def _writes(program: SmeProgram) -> np.ndarray:
+    """Which instructions write memory: ST1 of ZA slices or Z registers, and the routines."""
+    found = np.zeros(len(program.words), bool)
+    maybe = np.flatnonzero((program.words & STORE_MASK) == STORE_BITS)
+    words, hit = program.words[maybe], np.zeros(len(maybe), bool)
+    for store in STORES:
+        hit |= (words & store.const_mask) == store.const_bits
+    found[maybe[hit]] = True
+    found[list(program.routines)] = True
+    return found

@@ -29,12 +29,20 @@ A grouped GEMM (``group`` > 0, depthwise convolution) gives each group of ``grou
 (one tile's rows) its own K panels of both operands; a block's two channel tiles then load their
 own activations. int8 weights are signed; activations are signed (SMOPA) or, when ``unsigned``,
 unsigned bytes (SUMOPA: zn signed, zm unsigned).
+
+``gemm_words`` writes the program as an array of A64 words with numpy, not instruction by
+instruction (a 512^3 GEMM is over a million): each distinct instruction is encoded once into a
+table (``_grid``), a block's loads and outer products depend only on its shape and are one table
+per shape (``_body``), the stores one row per tile (``_stores``), and one gather joins them
+(docs/sme-lowering.md). ``tests/sme_gemm_oracle.py`` writes the same program line by line.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+
+import numpy as np
 
 from hwsim.isa import sme
 from hwsim.isa.sme_vector import DTYPES
@@ -47,31 +55,26 @@ class Mode:
     tile_bytes: int      # ZA tile element bytes (4: .S, 2: .H)
     src: str             # panel element dtype (hwsim.isa.sme_vector)
     depth: int           # K values per tile element (Arm's pairs and quads)
-    mopa: str            # outer-product form, with {t} {w} {x}
-    load: str            # LD1 mnemonic and element suffix
+    mopa: str            # outer-product form (hwsim.isa.sme.FORM)
+    load: str            # LD1 form (scalar plus immediate)
     channel_tiles: int   # tiles along the channels of a block
     acc: str             # tile element dtype stored to C
 
 
 MODES = {m.name: m for m in (
-    Mode("fp32", 4, "f32", 1, "fmopa za{t}.s, p0/m, p0/m, z{w}.s, z{x}.s", "ld1w s", 2, "f32"),
-    Mode("bf16-widening", 4, "bf16", 2, "bfmopa za{t}.s, p0/m, p0/m, z{w}.h, z{x}.h", "ld1h h",
-         2, "f32"),
-    Mode("bf16", 2, "bf16", 1, "bfmopa za{t}.h, p0/m, p0/m, z{w}.h, z{x}.h", "ld1h h", 1,
-         "bf16"),
-    Mode("int8", 4, "i8", 4, "smopa za{t}.s, p0/m, p0/m, z{w}.b, z{x}.b", "ld1b b", 2, "i32"),
+    Mode("fp32", 4, "f32", 1, "fmopa_ss", "ld1w_si", 2, "f32"),
+    Mode("bf16-widening", 4, "bf16", 2, "bfmopa_sh", "ld1h_si", 2, "f32"),
+    Mode("bf16", 2, "bf16", 1, "bfmopa_hh", "ld1h_si", 1, "bf16"),
+    Mode("int8", 4, "i8", 4, "smopa", "ld1b_si", 2, "i32"),
 )}
 PIXEL_TILES = 2
-SLICE_OFFSETS = {4: 4, 2: 8}     # ST1W/ST1H slice offsets: 0..3 for .S, 0..7 for .H
-STORE = {4: "st1w {{za{t}v.s[w12, {o}]}}, p{p}, [x8, x9, lsl #2]",
-         2: "st1h {{za{t}v.h[w12, {o}]}}, p{p}, [x8, x9, lsl #1]"}
-STREAM_REGISTERS = (0, 1, 2, 3)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def instructions(text: str) -> tuple:
-    """The instruction(s) of one assembly line, parsed once (they are immutable)."""
-    return tuple(sme.parse_line(text))
+STREAMS = 4             # load streams of a block at most, stream i based in register xi
+TILES = 4               # ZA tiles of a block at most
+REGISTERS = 32          # Z registers the operand loads rotate over
+REACH = 8               # LD1's immediate reaches vectors #-8..7 (mul vl) from its base register
+# by tile element size: ST1 of a vertical slice, slices per W12 value (.S 0..3, .H 0..7), and
+# the element size's letter
+STORE = {4: ("st1w_za", 4, "s"), 2: ("st1h_za", 8, "h")}
 
 
 @dataclass(frozen=True)
@@ -121,156 +124,195 @@ class Gemm:
         return self.groups * w, self.groups * x
 
 
-@dataclass
-class _Stream:
-    """Vectors of one panel: a base register, the first ``count`` of the ``stride`` vectors of
-    each K step."""
+@dataclass(frozen=True)
+class _Shape:
+    """What the blocks of one shape (channel tiles x pixel tiles) share: each load stream's
+    vectors per K step, their stride in its panel and where it reads (panel: 0 weights, 1
+    activations; channel tile), the outer products (tile, weight stream, vector, activation
+    stream, vector) in issue order, and the tiles (tile, channel tile, pixel tile)."""
 
-    addr: int
-    count: int
-    stride: int
-    reg: int = 0
-    offset: int = 0     # the vector the register points at
-
-
-@dataclass
-class _Block:
-    """One output block: its load streams, its outer products ((tile, weight stream, vector,
-    activation stream, vector), in issue order) and its tiles (tile, first channel, first
-    pixel)."""
-
-    streams: list
-    products: list
-    tiles: list
+    counts: tuple
+    strides: tuple
+    streams: tuple
+    products: tuple
+    tiles: tuple
 
 
-def _blocks(g: Gemm) -> list[_Block]:
-    dim, vb, ct_n = g.dim, g.svl_bytes, g.mode.channel_tiles
-    elem = DTYPES[g.mode.src]
-    w_group, x_group = (e * elem // g.groups for e in g.panel_elements())
-    channel_tiles, pixel_tiles = -(-g.n // dim), -(-g.m // dim)
-    blocks = []
-    for cb in range(0, channel_tiles, ct_n):
-        cts = range(min(ct_n, channel_tiles - cb))
-        for pb in range(0, pixel_tiles, PIXEL_TILES):
-            pts = range(min(PIXEL_TILES, pixel_tiles - pb))
-            x_off = pb * g.steps * vb
-            pairs = [(ct, pt) for ct in cts for pt in pts]
-            tiles = [(ct * PIXEL_TILES + pt if ct_n > 1 else pt, (cb + ct) * dim, (pb + pt) * dim)
-                     for ct, pt in pairs]
-            if g.group:     # each channel tile is a group with its own panels
-                streams = [_Stream(g.w_addr + (cb + ct) * w_group, 1, 1) for ct in cts] + [
-                    _Stream(g.x_addr + (cb + ct) * x_group + x_off, len(pts), PIXEL_TILES)
-                    for ct in cts]
-                uses = [(ct, 0, len(cts) + ct, pt) for ct, pt in pairs]
-            else:
-                streams = [_Stream(g.w_addr + cb * g.steps * vb, len(cts), ct_n),
-                           _Stream(g.x_addr + x_off, len(pts), PIXEL_TILES)]
-                uses = [(0, ct, 1, pt) for ct, pt in pairs]
-            for reg, stream in zip(STREAM_REGISTERS, streams):
-                stream.reg = reg
-            products = [(tile[0], *use) for tile, use in zip(tiles, uses)]
-            blocks.append(_Block(streams, products, tiles))
-    return blocks
+def _shape(g: Gemm, cts: int, pts: int) -> _Shape:
+    ct_n = g.mode.channel_tiles
+    pairs = [(ct, pt) for ct in range(cts) for pt in range(pts)]
+    tiles = tuple((ct * PIXEL_TILES + pt if ct_n > 1 else pt, ct, pt) for ct, pt in pairs)
+    if g.group:     # each channel tile is a group with its own panels
+        counts, strides = (1,) * cts + (pts,) * cts, (1,) * cts + (PIXEL_TILES,) * cts
+        streams = tuple((panel, ct) for panel in (0, 1) for ct in range(cts))
+        uses = [(ct, 0, cts + ct, pt) for ct, pt in pairs]
+    else:
+        counts, strides, streams = (cts, pts), (ct_n, PIXEL_TILES), ((0, 0), (1, 0))
+        uses = [(0, ct, 1, pt) for ct, pt in pairs]
+    products = tuple((t[0], *u) for t, u in zip(tiles, uses))
+    return _Shape(counts, strides, streams, products, tiles)
 
 
-class _Writer:
-    """Emits a GEMM's instructions into ``out`` (a list)."""
-
-    def __init__(self, gemm: Gemm, out: list):
-        self.g, self.out = gemm, out
-        mopa = gemm.mode.mopa
-        self.mopa = mopa.replace("smopa", "sumopa") if gemm.unsigned else mopa
-
-    def asm(self, text: str) -> None:
-        self.out.extend(instructions(text))
-
-    def write(self) -> None:
-        self.asm("ptrue p0.b")
-        pending = None
-        for block in _blocks(self.g):
-            loads = sum(s.count for s in block.streams)
-            rotation = 32 // loads          # K steps whose operands the Z registers hold
-            self._start(block.streams, rotation)
-            if pending:                     # the previous block's stores, after these loads
-                self._stores(pending)
-            self.asm("zero {" + ", ".join(self._tile(t) for t, _, _ in block.tiles) + "}")
-            for step in range(self.g.steps):
-                if step + rotation - 1 < self.g.steps:
-                    self._loads(block.streams, step + rotation - 1, rotation)
-                regs = self._registers(block.streams, step, rotation)
-                for tile, ws, wv, xs, xv in block.products:
-                    self.asm(self.mopa.format(t=tile, w=regs[ws][wv], x=regs[xs][xv]))
-            pending = block.tiles
-        if pending:
-            self._stores(pending)
-
-    def _tile(self, tile: int) -> str:
-        return f"za{tile}.{'s' if self.g.mode.tile_bytes == 4 else 'h'}"
-
-    @staticmethod
-    def _registers(streams, step: int, rotation: int) -> list[list[int]]:
-        """Z registers of each stream's vectors at ``step``."""
-        first = (step % rotation) * sum(s.count for s in streams)
-        regs = []
-        for s in streams:
-            regs.append(list(range(first, first + s.count)))
-            first += s.count
-        return regs
-
-    def _start(self, streams, rotation: int) -> None:
-        """Point the stream registers at the block's panels; load the first steps ahead."""
-        for s in streams:
-            self.out.extend(sme.assemble_program(f"mov x{s.reg}, #{s.addr}"))
-            s.offset = 0
-        for step in range(min(rotation - 1, self.g.steps)):
-            self._loads(streams, step, rotation)
-
-    def _loads(self, streams, step: int, rotation: int) -> None:
-        mnemonic, suffix = self.g.mode.load.split()
-        vb = self.g.svl_bytes
-        for s, regs in zip(streams, self._registers(streams, step, rotation)):
-            for v, z in enumerate(regs):
-                index = step * s.stride + v
-                if index - s.offset > 7:    # beyond the immediate's reach (#-8..7, mul vl)
-                    self.asm(f"add x{s.reg}, x{s.reg}, #{(index - s.offset) * vb}")
-                    s.offset = index
-                imm = index - s.offset
-                where = f"[x{s.reg}, #{imm}, mul vl]" if imm else f"[x{s.reg}]"
-                self.asm(f"{mnemonic} {{z{z}.{suffix}}}, p0/z, {where}")
-
-    def _stores(self, tiles) -> None:
-        """Vertical slices (one pixel's channels each) to the row-major output."""
-        g = self.g
-        esize = g.mode.tile_bytes
-        offsets = SLICE_OFFSETS[esize]
-        for tile, c0, m0 in tiles:
-            channels, pixels = min(g.dim, g.n - c0), min(g.dim, g.m - m0)
-            pred = 0
-            if channels < g.dim:
-                self.out.extend(sme.assemble_program(f"mov x10, #{channels}"))
-                self.asm(f"whilelt p1.{'s' if esize == 4 else 'h'}, xzr, x10")
-                pred = 1
-            self.out.extend(sme.assemble_program(
-                f"mov x8, #{g.c_addr + (m0 * g.n + c0) * esize}\nmov x9, #0"))
-            for j in range(pixels):
-                if j % offsets == 0:
-                    self.asm(f"mov w12, #{j}")
-                if j:
-                    self._next_pixel()
-                self.asm(STORE[esize].format(t=tile, o=j % offsets, p=pred))
-
-    def _next_pixel(self) -> None:
-        """x9 += n (elements), in ADD immediates of 12 bits (shifted by 12 if need be)."""
-        n = self.g.n
-        if n >> 12:
-            self.asm(f"add x9, x9, #{n >> 12}, lsl #12")
-        if n & 0xFFF:
-            self.asm(f"add x9, x9, #{n & 0xFFF}")
-
-
-def gemm_program(gemm: Gemm) -> list:
-    """The instructions of ``gemm`` (the machine must be in streaming mode with ZA on)."""
-    out: list = []
-    _Writer(gemm, out).write()
+def _padded(rows: tuple, n: int) -> np.ndarray:
+    """``rows`` as an [n, columns + 1] array: each row and a 1 (real), then rows of zeros."""
+    out = np.zeros((n, len(rows[0]) + 1), np.int64)
+    out[:len(rows)] = [(*row, 1) for row in rows]
     return out
+
+
+def _columns(tables: list[np.ndarray], which: np.ndarray) -> np.ndarray:
+    """The columns of ``tables[which[i]]`` for each i: [columns, len(which), rows]."""
+    return np.moveaxis(np.array(tables)[which], -1, 0)
+
+
+def _blocks(g: Gemm) -> tuple:
+    """The output blocks in program order, as arrays: their shapes (``shapes[shape]``), their
+    streams' panel addresses (stream i in register xi) [blocks, STREAMS] and their tiles
+    (tile, first channel, first pixel) [blocks, TILES, 3], each with a mask of the real ones."""
+    dim, ct_n, span = g.dim, g.mode.channel_tiles, g.steps * g.svl_bytes   # a vector's panel
+    w_group, x_group = (e * DTYPES[g.mode.src] // g.groups for e in g.panel_elements())
+    channel_tiles, pixel_tiles = -(-g.n // dim), -(-g.m // dim)
+    cb, pb = (a.reshape(-1, 1) for a in np.meshgrid(
+        np.arange(0, channel_tiles, ct_n), np.arange(0, pixel_tiles, PIXEL_TILES), indexing="ij"))
+    sizes, shape = np.unique(np.minimum(ct_n, channel_tiles - cb) * (PIXEL_TILES + 1) +
+                             np.minimum(PIXEL_TILES, pixel_tiles - pb), return_inverse=True)
+    shapes = [_shape(g, *divmod(int(size), PIXEL_TILES + 1)) for size in sizes]
+    shape = shape.reshape(-1)
+    panel, ct, streams = _columns([_padded(s.streams, STREAMS) for s in shapes], shape)
+    addrs = np.where(panel == 0, g.w_addr + (cb + ct) * (w_group if g.group else span),
+                     g.x_addr + (cb + ct) * (x_group if g.group else 0) + pb * span)
+    tile, tct, tpt, real = _columns([_padded(s.tiles, TILES) for s in shapes], shape)
+    tiles = np.stack([tile, (cb + tct) * dim, (pb + tpt) * dim], axis=-1)
+    return shapes, shape, addrs, streams == 1, tiles, real == 1
+
+
+@functools.lru_cache(maxsize=None)
+def _grid(form: str, **fields) -> np.ndarray:
+    """The words of ``form`` for every combination of the fields given as ranges (an axis
+    each, in order; the other fields fixed): each distinct instruction encoded once, then
+    gathered."""
+    axes = [name for name, value in fields.items() if isinstance(value, range)]
+    grids = np.meshgrid(*(np.array(fields[name]) for name in axes), indexing="ij")
+    words = sme.FORM[form].word.encode_array(**{**fields, **dict(zip(axes, grids))})
+    words = words.astype(np.uint32)
+    words.flags.writeable = False
+    return words
+
+
+@functools.lru_cache(maxsize=256)
+def _body(mode: Mode, unsigned: bool, svl_bytes: int, steps: int,
+          shape: _Shape) -> tuple[np.ndarray, np.ndarray]:
+    """The code of a block of ``shape`` after its MOVs, in two parts around the previous block's
+    stores: the loads of the first ``rotation - 1`` K steps, then ZERO and the K steps (the
+    loads of the step ``rotation - 1`` ahead, then the outer products). The same for every
+    block of this shape and GEMM shape: it holds no address."""
+    counts = np.array(shape.counts)
+    loads = int(counts.sum())
+    rotation = REGISTERS // loads          # K steps whose operands the Z registers hold
+    stream = np.repeat(np.arange(len(counts)), counts)    # of each load of a K step
+    first = np.cumsum(counts) - counts                     # each stream's first load
+    step = np.arange(steps)[:, None]
+    turn = step % rotation * loads                         # the step's first Z register
+    index = step * np.array(shape.strides)[stream] + np.arange(loads) - first[stream]
+    # Every stride divides REACH, so a stream reaches each multiple of REACH: its base register
+    # advances by REACH vectors (ADD) right before that vector's load.
+    assert REACH % np.lcm.reduce(shape.strides) == 0
+    add = _grid("add_x", rd=range(STREAMS), rn=range(STREAMS), imm12=REACH * svl_bytes)
+    ld = _grid(mode.load, zt=range(REGISTERS), rn=range(STREAMS), imm=range(REACH))
+    # one row per K step: ADD (if any) and LD1 of each load
+    words = np.stack(np.broadcast_arrays(add[stream, stream],
+                                         ld[turn + np.arange(loads), stream, index % REACH]),
+                     axis=2).reshape(steps, 2 * loads)
+    used = np.stack([(index % REACH == 0) & (index > 0), np.ones_like(index, bool)],
+                    axis=2).reshape(words.shape)
+    ahead = min(rotation - 1, steps)
+    late, late_used = np.zeros_like(words), np.zeros_like(used)   # the loads of step + ahead
+    late[:steps - ahead], late_used[:steps - ahead] = words[ahead:], used[ahead:]
+    tile, ws, wv, xs, xv = np.array(shape.products).T
+    mopa = _grid("sumopa" if unsigned else mode.mopa, zada=range(mode.tile_bytes),
+                 zn=range(REGISTERS), zm=range(REGISTERS))   # ZA has tile_bytes tiles
+    products = mopa[tile, turn + first[ws] + wv, turn + first[xs] + xv]
+    table = np.concatenate([late, products], axis=1)
+    table_used = np.concatenate([late_used, np.ones(products.shape, bool)], axis=1)
+    letter = STORE[mode.tile_bytes][2]
+    zero = sme.assemble("zero {" + ", ".join(f"za{t}.{letter}" for t, _, _ in shape.tiles) + "}")
+    first_loads = words[:ahead][used[:ahead]]
+    k_steps = np.concatenate([np.uint32([zero]), table[table_used]])
+    first_loads.flags.writeable = k_steps.flags.writeable = False
+    return first_loads, k_steps
+
+
+def _stores(g: Gemm, tiles: np.ndarray, real: np.ndarray, channels: np.ndarray,
+            moves: np.ndarray, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stores of ``tiles`` (rows of tile, first channel, first pixel; the ``real`` ones)
+    with their valid ``channels``, one row each: vertical slices (one pixel's channels each)
+    to the row-major output, predicated on the valid channels. ``moves``/``moved``: each tile's
+    MOVs of x10 (its channels) and x8 (its output), from ``sme.mov_words``. Returns the words
+    in program order and each row's count."""
+    form, offsets, letter = STORE[g.mode.tile_bytes]
+    tile, pixels = tiles[:, 0], np.minimum(g.dim, g.m - tiles[:, 2])
+    partial, real = (channels < g.dim)[:, None], real[:, None]
+    whilelt, x9 = (np.full((len(tile), 1), sme.assemble(text), np.uint32)
+                   for text in (f"whilelt p1.{letter}, xzr, x10", "mov x9, #0"))
+    # per pixel: MOV W12 at each group of slices, x9 += n in ADD immediates of 12 bits (the high
+    # part shifted by 12), ST1
+    j = np.arange(g.dim)
+    valid = real & (j < pixels[:, None])
+    high, low = g.n >> 12, g.n & 0xFFF
+    st1 = _grid(form, zat=range(g.mode.tile_bytes), off=range(offsets), pg=range(2), v=1, rn=8,
+                rm=9)
+    pixel = np.stack(np.broadcast_arrays(
+        _grid("movz_w", rd=12, imm16=range(g.dim)), _grid("add_x", rd=9, rn=9, imm12=high, sh=1),
+        _grid("add_x", rd=9, rn=9, imm12=low), st1[tile[:, None], j % offsets, partial * 1]),
+        axis=2)
+    pixel_used = np.stack([valid & (j % offsets == 0), valid & (j > 0) & bool(high),
+                           valid & (j > 0) & bool(low), valid], axis=2)
+    words = np.concatenate([moves[:, 0], whilelt, moves[:, 1], x9,
+                            pixel.reshape(len(tile), -1)], axis=1)
+    used = np.concatenate([moved[:, 0] & partial & real, partial & real, moved[:, 1] & real,
+                           real, pixel_used.reshape(len(tile), -1)], axis=1)
+    return words[used], used.sum(axis=1)
+
+
+def _ragged(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``source[start:start + length]`` for each start and length, joined."""
+    ends = np.cumsum(lengths)
+    return source[np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1])]
+
+
+def _starts(lengths: np.ndarray, first: int) -> np.ndarray:
+    return first + np.cumsum(lengths) - lengths
+
+
+def gemm_words(gemm: Gemm) -> np.ndarray:
+    """The A64 words of ``gemm`` (the machine must be in streaming mode with ZA on): PTRUE,
+    then per block the MOVs of its stream registers, its first loads, the previous block's
+    stores, ZERO and its K steps; the last block's stores. Each distinct instruction is encoded
+    once (``_grid``) and the code laid out with numpy: no Python per block or instruction."""
+    shapes, shape, addrs, streams, tiles, real = _blocks(gemm)
+    tiles, real = tiles.reshape(-1, 3), real.reshape(-1)
+    channels = np.minimum(gemm.dim, gemm.n - tiles[:, 1])
+    outputs = gemm.c_addr + (tiles[:, 2] * gemm.n + tiles[:, 1]) * gemm.mode.tile_bytes
+    # every MOV at once: the blocks' stream registers, then each tile's x10 and x8
+    words, used = sme.mov_words(
+        np.concatenate([np.tile(np.arange(STREAMS), len(shape)), np.tile([10, 8], len(tiles))]),
+        np.concatenate([addrs.reshape(-1), np.stack([channels, outputs], axis=1).reshape(-1)]))
+    moved = used[:addrs.size] & streams.reshape(-1, 1)
+    move_counts = moved.reshape(len(shape), -1).sum(axis=1)
+    stores, store_counts = _stores(gemm, tiles, real, channels, *(
+        m[addrs.size:].reshape(len(tiles), 2, -1) for m in (words, used)))
+    store_counts = store_counts.reshape(len(shape), -1).sum(axis=1)
+    bodies = [part for s in shapes for part in
+              _body(gemm.mode, gemm.unsigned, gemm.svl_bytes, gemm.steps, s)]
+    source = np.concatenate([np.uint32([sme.assemble("ptrue p0.b")]),
+                             words[:addrs.size][moved], stores, *bodies])
+    body_lengths = np.array([len(part) for part in bodies])
+    body_starts = _starts(body_lengths, 1 + move_counts.sum() + len(stores))
+    store_starts = _starts(store_counts, 1 + move_counts.sum())
+    previous = np.concatenate([[0], store_counts[:-1]])       # the previous block's stores
+    starts = np.stack([_starts(move_counts, 1), body_starts[2 * shape],
+                       store_starts - previous, body_starts[2 * shape + 1]], axis=1)
+    lengths = np.stack([move_counts, body_lengths[2 * shape], previous,
+                        body_lengths[2 * shape + 1]], axis=1)
+    return _ragged(source, np.concatenate([[0], starts.reshape(-1), store_starts[-1:]]),
+                   np.concatenate([[1], lengths.reshape(-1), store_counts[-1:]]))

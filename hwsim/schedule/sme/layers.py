@@ -27,8 +27,9 @@ import numpy as np
 
 from hwsim.errors import ScheduleError
 from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
-from hwsim.schedule.sme.gemm import MODES, PIXEL_TILES, Gemm, Mode, gemm_program
+from hwsim.schedule.sme.gemm import MODES, PIXEL_TILES, Gemm, Mode, gemm_words
 from hwsim.targets.sme import layouts
+from hwsim.targets.sme.program import Builder
 from hwsim.tosa.ir import Operator, Tensor
 
 # TOSA element type -> vector routine dtype
@@ -74,14 +75,14 @@ class Memory:
 
 @dataclass
 class Emitter:
-    """A program being lowered: its items, the memory image to load, where things live, and
-    the current step (layer) for buffer lifetimes."""
+    """A program being lowered: its words and routines, the memory image to load, where things
+    live, and the current step (layer) for buffer lifetimes."""
 
     mode: Mode
     svl_bytes: int
     memory: Memory
     step: int = 0
-    program: list = field(default_factory=list)
+    builder: Builder = field(default_factory=Builder)
     image: list = field(default_factory=list)       # (addr, uint8 array)
     consts: dict = field(default_factory=dict)      # (tensor name, shape) -> TensorRef
 
@@ -111,7 +112,7 @@ class Emitter:
         return self.tensor(dtype, shape, self.step)
 
     def vec(self, name: str, **args) -> None:
-        self.program.append(VecOp(name, {k: v for k, v in args.items() if v is not None}))
+        self.builder.routine(VecOp(name, {k: v for k, v in args.items() if v is not None}))
 
 
 def reshaped(ref: TensorRef, shape) -> TensorRef:
@@ -222,7 +223,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
     unsigned = quantized and plan.zp == -128
     correction = np.zeros(plan.n, np.int64)
     if quantized and not unsigned and plan.zp:
-        sums = np.concatenate([w.astype(np.int64).sum(axis=1) for w in plan.weights])
+        sums = np.concatenate(plan.weights).astype(np.int64).sum(axis=1)
         correction = -plan.zp * sums[:plan.n]
     probe = Gemm(mode, plan.m, plan.n, plan.k, 0, 0, 0, plan.group, unsigned, e.svl_bytes)
     x_count = probe.panel_elements()[1]
@@ -237,8 +238,9 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
         e.vec("pack", **{"in": x, "out": x_panels}, **plan.pack, **pack,
               group=plan.group or None, fill=0 if unsigned else plan.zp,
               offset=-128 if unsigned else None)
-        w_panels = e.data(np.concatenate([layouts.pack_panels(w, *probe.w_panel())
-                                          for w in plan.weights]), mode.src)
+        # a group's rows are one panel block: the groups' panels are the stack's
+        w_panels = e.data(layouts.pack_panels(np.concatenate(plan.weights), *probe.w_panel()),
+                          mode.src)
     bias = np.resize(plan.bias if plan.bias is not None else 0, plan.n)  # a bias of [1]: all
     if quantized:
         bias = bias.astype(np.int64) + correction
@@ -246,7 +248,7 @@ def lower_dot(e: Emitter, op: Operator, refs: dict) -> Gemm:
     acc = out if direct else e.scratch(mode.acc, out.shape)
     gemm = Gemm(mode, plan.m, plan.n, plan.k, w_panels.addr, x_panels.addr, acc.addr,
                 plan.group, unsigned, e.svl_bytes)
-    e.program.extend(gemm_program(gemm))
+    e.builder.words(gemm_words(gemm))
     if not direct:
         b = e.data(bias, out.dtype, (1,) * (len(out.shape) - 1) + (plan.n,))
         e.vec("add", a=acc, b=b, out=out)

@@ -11,12 +11,13 @@ with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``s
 ``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
 then RESCALE(op(...)) with ``per_channel`` when ``mult`` has more than one entry.
 
-Cost (cycles on the ``cluster`` unit): ``ceil(work / (cores * rate))`` where ``work`` is MACs
-(convolutions, matmul), window elements (pooling), elements (elementwise, tables, rescale,
-reductions, softmax) or bytes (data movement), ``rate`` the kernel's per-core parameter; plus
-the L1 bank conflicts of the cores' streams (``tcdm.core_stalls``: each core walks its share of
-every tensor) and the contention with the NE16 and DMA (``tcdm.Traffic``). The controller pays
-``kernel_launch_cycles`` per launch and ``barrier_cycles`` per barrier.
+Cost (``cost``: cycles on the ``cluster`` unit): ``ceil(work / (cores * rate))`` where ``work``
+is MACs (convolutions, matmul), window elements (pooling), elements (elementwise, tables,
+rescale, reductions, softmax) or bytes (data movement), ``rate`` the kernel's per-core
+parameter; plus the L1 bank conflicts of the cores' streams (``tcdm.core_stalls``: each core
+walks its share of every tensor) and the contention with the NE16 and DMA
+(``hwsim.timing.traffic``). The controller pays ``kernel_launch_cycles`` per launch and
+``barrier_cycles`` per barrier. ``start`` computes a kernel when it starts.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from hwsim.targets.gap9 import kernel_ops as ops
 from hwsim.targets.gap9 import tosa_int as ti
 from hwsim.targets.gap9.tcdm import core_stalls
 from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
-from hwsim.timing.engine import Work
 
 INTS = ("i8", "i16", "i32")
 
@@ -411,30 +411,37 @@ def _bank_conflicts(bound: Bound, cores: int, cycles: int, t) -> int:
     return found
 
 
-def execute(bound: Bound, machine) -> Work:
-    """Run ``bound`` now: read its inputs from L1, compute, cost; outputs land at the end.
-    Without numerics (``machine.engine.numerics``) only the cost."""
-    t, l1 = machine.timing, machine.spaces["l1"]
-    outputs = {}
-    if machine.engine.numerics:
-        values = {n: _read(l1, r) for n, r in bound.tensors.items()
-                  if bound.kernel.args[n].kind == "in"}
-        outputs = bound.kernel.run(values, bound.attrs, bound.tensors)
+@dataclass(frozen=True)
+class Cost:
+    """What a kernel costs on the cluster: compute ``cycles`` (work over the cores' rate), the
+    cores' L1 bank conflicts, the bytes and words the cores move, its MACs."""
+
+    cycles: int
+    conflicts: int
+    nbytes: int
+    words: float
+    macs: int
+
+
+def cost(bound: Bound, t) -> Cost:
     rate_name, work = bound.kernel.work(bound.tensors, bound.attrs)
     cores = t.cluster_cores
     cycles = max(1, math.ceil(work / (cores * getattr(t, rate_name))))
-    conflict = _bank_conflicts(bound, cores, cycles, t)
     nbytes = sum(r.nbytes for r in bound.tensors.values())
-    words = nbytes / t.l1_word_bytes
-    contention = machine.traffic.conflicts("cores", machine.engine.env.now, cycles,
-                                           math.ceil(words / cores), cores)
-    stalls = {k: v for k, v in (("l1 bank conflict", conflict), ("l1 contention", contention))
-              if v}
+    return Cost(cycles, _bank_conflicts(bound, cores, cycles, t), nbytes,
+                nbytes / t.l1_word_bytes,
+                work if rate_name.endswith("macs_per_cycle_per_core") else 0)
+
+
+def start(bound: Bound, l1):
+    """Run ``bound`` now: read its inputs from L1 and compute; the returned commit stores its
+    outputs (they land when the kernel ends)."""
+    values = {n: _read(l1, r) for n, r in bound.tensors.items()
+              if bound.kernel.args[n].kind == "in"}
+    outputs = bound.kernel.run(values, bound.attrs, bound.tensors)
 
     def commit() -> None:
         for name, data in outputs.items():
             ref = bound.tensors[name]
             l1.store(ref.addr, ti.store(np.asarray(data).reshape(-1), ref.dtype))
-    macs = work if rate_name.endswith("macs_per_cycle_per_core") else 0
-    return Work(cycles, transfers=((machine.cores_port, nbytes),), macs=macs,
-                stalls=stalls or None, commit=commit if outputs else None)
+    return commit if outputs else None

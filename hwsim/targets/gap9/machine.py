@@ -5,7 +5,7 @@ DMA and the NE16 and launches kernels, paying per register access), ``dma`` (dec
 ``dma_channels`` transfers in flight), ``ne16`` (one op per state of each job, jobs in commit
 order) and ``cluster`` (the 8 worker cores running one kernel at a time). Ports: ``l2``,
 ``mram`` and the L1 side of each master (``l1.dma``, ``l1.ne16``, ``l1.cores``); L1 bank
-contention between the masters is priced by ``tcdm.Traffic`` and shows as ``l1 contention``
+contention between the masters is priced by ``hwsim.timing.traffic`` and shows as ``l1 contention``
 stalls, conflicts among the cores as ``l1 bank conflict`` stalls.
 
 Consecutive job register writes run as one controller op of their summed cost (the same cycles
@@ -36,8 +36,7 @@ from hwsim.targets.gap9.ne16_datapath import run_job
 from hwsim.targets.gap9.ne16_job import Ne16Job
 from hwsim.targets.gap9.ne16_timing import job_states, job_totals
 from hwsim.targets.gap9.params import PARAMS
-from hwsim.targets.gap9.tcdm import Traffic
-from hwsim.timing.engine import Engine, Op, Work
+from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
 QUEUE = 1 << 16   # deep unit queues: the issue front end must never hold back the controller
 
@@ -47,6 +46,7 @@ class Gap9(Machine):
     description = ("GreenWaves GAP9 cluster: 8 worker cores + controller, L1/L2/MRAM, cluster "
                    "DMA, NE16 neural engine")
     PARAMS = PARAMS
+    STATE = ("spaces", "ne16_contexts", "ne16_configuring", "ne16_holding")
 
     def make_state(self) -> None:
         p = self.params
@@ -86,106 +86,102 @@ class Gap9(Machine):
         return Copy(self.spaces[d.src], d.src_addr, self.spaces[d.dst], d.dst_addr, d.row_bytes,
                     d.rows, d.src_stride, d.dst_stride)
 
-    # -- units -----------------------------------------------------------------------------------
-    def build(self, engine: Engine) -> None:
+    # -- the op table ------------------------------------------------------------------------
+    def compile(self, program: list, numerics: bool, actions: bool):
         t = self.timing
-        self.engine = engine
-        ports = {"l2": engine.port("l2", t.l2_bytes_per_cycle, t.l2_latency_cycles),
-                 "mram": engine.port("mram", t.mram_bytes_per_cycle, t.mram_latency_cycles),
-                 "l1": engine.port("l1.dma", t.l1_dma_bytes_per_cycle, t.l1_latency_cycles)}
-        self.ne16_port = engine.port("l1.ne16", t.ne16_port_bytes_per_cycle, t.l1_latency_cycles)
-        self.cores_port = engine.port("l1.cores", t.cluster_cores * t.l1_word_bytes,
-                                      t.l1_latency_cycles)
-        self.ctrl = engine.unit("ctrl", queue_depth=QUEUE)
-        self.dma = Dma(engine, "dma", ports, t.dma_channels, t.dma_setup_cycles, QUEUE)
-        self.ne16 = engine.unit("ne16", QUEUE, peak_macs=t.ne16_products_per_cycle / 8)
-        self.cluster = engine.unit("cluster", QUEUE, peak_macs=t.cluster_peak_macs_per_cycle)
-        self.traffic = Traffic(t.l1_banks)
-
-    def _ctrl(self, label: str, cycles: int, reads=(), writes=()) -> Op:
-        return Op(self.ctrl, lambda: Work(cycles), label, tuple(reads), tuple(writes))
-
-    # -- program -> ops --------------------------------------------------------------------------
-    def ops(self, program: list):
-        run = _Run(self)
-        for instr in program:
-            yield from run.step(instr)
+        ports = [PortSpec("l2", t.l2_bytes_per_cycle, t.l2_latency_cycles),
+                 PortSpec("mram", t.mram_bytes_per_cycle, t.mram_latency_cycles),
+                 PortSpec("l1.dma", t.l1_dma_bytes_per_cycle, t.l1_latency_cycles),
+                 PortSpec("l1.ne16", t.ne16_port_bytes_per_cycle, t.l1_latency_cycles),
+                 PortSpec("l1.cores", t.cluster_cores * t.l1_word_bytes, t.l1_latency_cycles)]
+        units = [UnitSpec("ctrl", QUEUE), UnitSpec("dma", QUEUE, in_flight=t.dma_channels),
+                 UnitSpec("ne16", QUEUE, peak_macs=t.ne16_products_per_cycle / 8),
+                 UnitSpec("cluster", QUEUE, peak_macs=t.cluster_peak_macs_per_cycle)]
+        b = OpBuilder(units, ports, traffic_banks=t.l1_banks)
+        self.dma = Dma("dma", {"l2": b.port("l2"), "mram": b.port("mram"),
+                               "l1": b.port("l1.dma")}, t.dma_setup_cycles)
+        run = _Run(self, b, numerics, {} if actions else None)
+        for index, instr in enumerate(program):
+            run.step(index, instr)
         if run.writes:
-            yield run.flush_writes()
+            run.flush_writes(len(program) - 1)
+        return b.table(), run.actions or {}
 
 
 class _Run:
-    """Issue state of one run: transfer ids, jobs, kernels, the context being configured."""
+    """Building one run's ops: transfer ids, jobs, kernels, the context being configured."""
 
-    def __init__(self, machine: Gap9):
-        self.m, self.t = machine, machine.timing
+    def __init__(self, machine: Gap9, b: OpBuilder, numerics: bool, actions: dict | None):
+        self.m, self.t, self.b = machine, machine.timing, b
+        self.numerics, self.actions = numerics, actions
         self.transfers: list[int] = []     # ids not yet waited for
         self.dma_count = 0
         self.jobs = 0
         self.acquired = False
         self.kernels = 0
         self.writes: list[str] = []         # register writes not yet issued as an op
+        self.tag = 0
 
-    def step(self, instr):
+    def act(self, op: int, action) -> None:
+        if self.actions is not None:
+            self.actions[op] = action
+
+    def ctrl(self, label: str, cycles: int, reads=(), writes=()) -> int:
+        return self.b.add("ctrl", cycles, reads=reads, writes=writes, label=label, tag=self.tag)
+
+    def step(self, index: int, instr) -> None:
+        self.tag = index
         if self.writes and type(instr) is not prog.Ne16Write:
-            yield self.flush_writes()
-        yield from HANDLERS[type(instr)](self, instr)
+            self.flush_writes(index)
+        HANDLERS[type(instr)](self, instr)
 
-    def flush_writes(self) -> Op:
-        names, self.writes = self.writes, []
-        return self.m._ctrl(f"ne16 {' '.join(names)}",
-                            len(names) * self.t.ctrl_reg_write_cycles)
+    def flush_writes(self, index: int) -> None:
+        """Consecutive register writes as one controller op (attributed to the instruction
+        after them)."""
+        names, self.writes, self.tag = self.writes, [], index
+        self.ctrl(f"ne16 {' '.join(names)}", len(names) * self.t.ctrl_reg_write_cycles)
 
-    def dma(self, d: prog.DmaCopy):
+    def dma(self, d: prog.DmaCopy) -> None:
         m, t, n = self.m, self.t, self.dma_count
         self.dma_count += 1
         self.transfers.append(n)
         writes = t.dma_writes_2d if d.rows > 1 else t.dma_writes_1d
-        yield m._ctrl(f"dma program #{n}", writes * t.ctrl_reg_write_cycles,
-                      writes=(f"dma program #{n}",))
-        op = m.dma.op(m._copy(d), token=f"dma #{n}")
-        op.reads = (f"dma program #{n}",)
-        inner, src = op.execute, m.dma.ports[d.src]
+        self.ctrl(f"dma program #{n}", writes * t.ctrl_reg_write_cycles,
+                  writes=(("dma program", n),))
+        # the transfer's L1 side runs at the rate of its slower end
+        rate = min(self.b.ports[m.dma.ports[d.src]].width, t.l1_dma_bytes_per_cycle)
+        nbytes = d.row_bytes * d.rows
+        m.dma.add(self.b, m._copy(d), ("dma", n), self.tag,
+                  self.actions if self.numerics else None, reads=(("dma program", n),),
+                  traffic=("record", "dma", nbytes / t.l1_word_bytes, rate))
 
-        def execute() -> Work:
-            # the transfer's L1 side runs at the rate of its slower end
-            now = m.engine.env.now
-            begin = max(now, src.free_at)
-            nbytes = d.row_bytes * d.rows
-            span = math.ceil(nbytes / min(src.width, t.l1_dma_bytes_per_cycle))
-            m.traffic.record("dma", begin, span, nbytes / t.l1_word_bytes)
-            return inner()
-        op.execute = execute
-        yield op
-
-    def dma_wait(self, w: prog.DmaWait):
+    def dma_wait(self, w: prog.DmaWait) -> None:
         ids = w.ids or tuple(self.transfers)
         for n in ids:
             if not 0 <= n < self.dma_count:
                 raise ProgramError(f"{w.loc}: dma wait {n}: no such transfer (issued: "
                                    f"{self.dma_count})")
         self.transfers = [n for n in self.transfers if n not in ids]
-        yield self.m._ctrl("dma wait", self.t.ctrl_reg_read_cycles,
-                           reads=[f"dma #{n}" for n in ids])
+        self.ctrl("dma wait", self.t.ctrl_reg_read_cycles, reads=[("dma", n) for n in ids])
 
-    def acquire(self, instr):
+    def acquire(self, instr) -> None:
         if self.acquired:
             raise ProgramError(f"{instr.loc}: ne16 acquire twice without a commit")
         self.acquired = True
         ctx = self.m.ne16_configuring
-        yield self.m._ctrl(f"ne16 acquire job {self.jobs}", self.t.ctrl_reg_read_cycles,
-                           reads=(f"ne16 context {ctx}",))
+        self.ctrl(f"ne16 acquire job {self.jobs}", self.t.ctrl_reg_read_cycles,
+                  reads=(f"ne16 context {ctx}",))
 
-    def write(self, w: prog.Ne16Write):
+    def write(self, w: prog.Ne16Write) -> None:
         if not self.acquired:
-            yield from self.acquire(w)
+            self.acquire(w)
         reg = isa.BY_NAME[w.register]
         self.m.ne16_contexts[self.m.ne16_configuring][reg.index] = w.value
         self.writes.append(reg.name)
 
-    def commit(self, c: prog.Ne16Commit):
+    def commit(self, c: prog.Ne16Commit) -> None:
         if not self.acquired:
-            yield from self.acquire(c)
+            self.acquire(c)
         m, n, ctx = self.m, self.jobs, self.m.ne16_configuring
         try:
             job = Ne16Job(tuple(m.ne16_contexts[ctx]), n)
@@ -194,42 +190,45 @@ class _Run:
         self.jobs += 1
         self.acquired = False
         m.ne16_configuring = 1 - ctx
+        op = self.ctrl(f"ne16 commit job {n}", self.t.ctrl_reg_write_cycles,
+                       writes=(("commit job", n),))
+        self.act(op, lambda: m.ne16_holding.__setitem__(ctx, True))
+        _job_ops(self, job, ctx, c.loc)
 
-        def execute() -> Work:
-            m.ne16_holding[ctx] = True
-            return Work(self.t.ctrl_reg_write_cycles)
-        yield Op(m.ctrl, execute, f"ne16 commit job {n}", (), (f"commit job {n}",))
-        yield from _job_ops(m, job, ctx, c.loc)
+    def status(self, s: prog.Ne16Status) -> None:
+        m, args = self.m, {"status": 0}
+        op = self.b.add("ctrl", self.t.ctrl_reg_read_cycles, label="ne16 status", tag=self.tag,
+                        args=args)
 
-    def status(self, s: prog.Ne16Status):
-        m = self.m
-        op = Op(m.ctrl, None, "ne16 status", args={})
+        def action() -> None:
+            args["status"] = sum(1 << (8 * c) for c, held in enumerate(m.ne16_holding) if held)
+        self.act(op, action)
 
-        def execute() -> Work:
-            op.args["status"] = sum(1 << (8 * c) for c, held in enumerate(m.ne16_holding) if held)
-            return Work(self.t.ctrl_reg_read_cycles)
-        op.execute = execute
-        yield op
-
-    def ne16_wait(self, w: prog.Ne16Wait):
+    def ne16_wait(self, w: prog.Ne16Wait) -> None:
         job = self.jobs - 1 if w.job is None else w.job
         if not 0 <= job < self.jobs:
             raise ProgramError(f"{w.loc}: ne16 wait {job}: no such job (committed: {self.jobs})")
-        yield self.m._ctrl(f"ne16 wait job {job}", self.t.event_wakeup_cycles,
-                           reads=(f"ne16 job {job}",))
+        self.ctrl(f"ne16 wait job {job}", self.t.event_wakeup_cycles,
+                  reads=(("ne16 job", job),))
 
-    def kernel(self, k: prog.Kernel):
-        m, n = self.m, self.kernels
+    def kernel(self, k: prog.Kernel) -> None:
+        m, t, n = self.m, self.t, self.kernels
         self.kernels += 1
         bound = kernels.bind(k, m.spaces)
-        yield m._ctrl(f"launch {k.name}", self.t.kernel_launch_cycles,
-                      writes=(f"launch #{n}",))
-        yield Op(m.cluster, lambda: kernels.execute(bound, m), f"{k.name}",
-                 (f"launch #{n}",), (f"kernel #{n}",), args={"kernel": k.name})
+        self.ctrl(f"launch {k.name}", t.kernel_launch_cycles, writes=(("launch", n),))
+        cost = kernels.cost(bound, t)
+        cores = t.cluster_cores
+        op = self.b.add("cluster", cost.cycles, reads=(("launch", n),), writes=(("kernel", n),),
+                        transfers=((self.b.port("l1.cores"), cost.nbytes),), macs=cost.macs,
+                        stall=("l1 bank conflict", cost.conflicts),
+                        traffic=("pay", "cores", {cores: math.ceil(cost.words / cores)}),
+                        label=k.name, tag=self.tag, args={"kernel": k.name})
+        if self.numerics:
+            self.act(op, lambda: kernels.start(bound, m.spaces["l1"]))
 
-    def barrier(self, b: prog.Barrier):
-        reads = (f"kernel #{self.kernels - 1}",) if self.kernels else ()
-        yield self.m._ctrl("barrier", self.t.barrier_cycles, reads=reads)
+    def barrier(self, b: prog.Barrier) -> None:
+        reads = (("kernel", self.kernels - 1),) if self.kernels else ()
+        self.ctrl("barrier", self.t.barrier_cycles, reads=reads)
 
 
 # instruction -> _Run method (a class-level table: bound methods kept on the instance would make
@@ -240,14 +239,14 @@ HANDLERS = {prog.DmaCopy: _Run.dma, prog.DmaWait: _Run.dma_wait, prog.Ne16Acquir
             prog.Kernel: _Run.kernel, prog.Barrier: _Run.barrier}
 
 
-def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
+def _job_ops(run: _Run, job: Ne16Job, ctx: int, loc: Location) -> None:
     """The ops of one job (parameter ``ne16_timeline``): one per NE16 state, or one for the
     whole job. The first computes the job, the last writes its outputs."""
-    t = m.timing
+    m, t = run.m, run.t
     result = {}
 
     def compute() -> None:
-        if not m.engine.numerics:
+        if not run.numerics:
             return
         try:
             result["writes"] = run_job(job, m.spaces["l1"], t.ne16_bias_add, t.ne16_rounding)
@@ -256,54 +255,38 @@ def _job_ops(m: Gap9, job: Ne16Job, ctx: int, loc: Location):
 
     def write_back() -> None:
         if "writes" in result:
-            offsets, data = result["writes"]
+            offsets, data = result.pop("writes")
             m.spaces["l1"].data[offsets] = data
         m.ne16_holding[ctx] = False
 
-    reads = (f"commit job {job.index}",)
-    writes = (f"ne16 job {job.index}", f"ne16 context {ctx}")
+    reads = (("commit job", job.index),)
+    writes = (("ne16 job", job.index), f"ne16 context {ctx}")
+    port = run.b.port("l1.ne16")
     if t.ne16_timeline == "job":
-        yield _whole_job(m, job, compute, write_back, reads, writes)
-    else:
-        yield from _state_ops(m, job, compute, write_back, reads, writes)
-
-
-def _whole_job(m: Gap9, job: Ne16Job, compute, write_back, reads, writes) -> Op:
-    t = m.timing
-    totals = job_totals(job, t)
-    cycles = t.ne16_start_cycles + totals.cycles + t.ne16_end_cycles
-
-    def execute() -> Work:
-        compute()
-        stall = m.traffic.conflicts_mixed("ne16", m.engine.env.now, cycles, totals.accesses)
-        return Work(cycles, transfers=((m.ne16_port, totals.l1_bytes),), macs=job.macs,
-                    stalls={"l1 contention": stall} if stall else None, commit=write_back)
-    return Op(m.ne16, execute, f"job {job.index}", reads, writes, args={"job": job.index})
-
-
-def _state_ops(m: Gap9, job: Ne16Job, compute, write_back, reads, writes):
-    """One op per NE16 state. The job's MACs are spread over its matrix-vector states; the
-    start latency is added to the first state and the end latency to the last."""
-    t = m.timing
+        totals = job_totals(job, t)
+        op = run.b.add("ne16", t.ne16_start_cycles + totals.cycles + t.ne16_end_cycles,
+                       reads=reads, writes=writes, transfers=((port, totals.l1_bytes),),
+                       macs=job.macs, traffic=("pay", "ne16", totals.accesses),
+                       label=f"job {job.index}", tag=run.tag, args={"job": job.index})
+        run.act(op, lambda: (compute(), write_back)[1])
+        return
     states = job_states(job, t)
     mv_count = sum(s.name == "matrix-vector" for s in states)
     share, extra = divmod(job.macs, mv_count)
-    start_cycles, end_cycles = t.ne16_start_cycles, t.ne16_end_cycles
     last_index = len(states) - 1
     for n, state in enumerate(states):
         first, last = n == 0, n == last_index
         macs = share if state.name == "matrix-vector" else 0
         mv_count -= state.name == "matrix-vector"
         macs += extra if macs and mv_count == 0 else 0
-        cycles = state.cycles + (start_cycles if first else 0) + (end_cycles if last else 0)
-
-        def execute(state=state, first=first, last=last, macs=macs, cycles=cycles) -> Work:
-            if first:
-                compute()
-            stall = m.traffic.conflicts("ne16", m.engine.env.now, cycles, state.accesses,
-                                        state.words_per_access)
-            return Work(cycles, transfers=((m.ne16_port, state.l1_bytes),), macs=macs,
-                        stalls={"l1 contention": stall} if stall else None,
-                        commit=write_back if last else None)
-        yield Op(m.ne16, execute, f"job {job.index} {state.name}", reads if first else (),
-                 writes if last else (), args={"job": job.index})
+        cycles = state.cycles + (t.ne16_start_cycles if first else 0) + (
+            t.ne16_end_cycles if last else 0)
+        op = run.b.add("ne16", cycles, reads=reads if first else (),
+                       writes=writes if last else (), transfers=((port, state.l1_bytes),),
+                       macs=macs, traffic=("pay", "ne16", {state.words_per_access:
+                                                           state.accesses}),
+                       label=f"job {job.index} {state.name}", tag=run.tag,
+                       args={"job": job.index})
+        if first or last:
+            run.act(op, lambda first=first, last=last: (compute() if first else None,
+                                                         write_back if last else None)[1])

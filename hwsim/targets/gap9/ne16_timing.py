@@ -4,7 +4,7 @@ Follows the GVSoC NE16 state machine (gvsoc-pulp ``pulp/ne16/src/ne16_fsm.cpp``)
 patch and k_out subtile, [streamin], then per k_in subtile load -> matrix-vector, then
 norm/quant, then streamout. Each state's cost is its streamer accesses (``ne16_access_cycles``
 each, one per cycle) plus the fixed bubbles GVSoC adds when entering or leaving a state; a
-state's L1 traffic is priced against other masters by the machine (``tcdm.Traffic``).
+state's L1 traffic is priced against other masters by the machine (``hwsim.timing.traffic``).
 
 Per state: load reads one 16-byte word per input pixel of the patch (25 in 3x3 modes; 1x1 pads
 its 9 or fewer to ``ne16_1x1_slots``; linear loads 16 words, 32 in 16-bit mode); matrix-vector

@@ -13,7 +13,8 @@ the bank retries the next cycle ("a conflict costs a cycle"). Two effects are pr
   interval (start, end, words per cycle). An op that starts while others' traffic overlaps its
   window pays, per access of ``k`` words, ``min(1, k * rho / banks)`` expected conflict cycles,
   where ``rho`` is the others' mean words per cycle over the window. The op that starts later
-  pays; DMA transfers are recorded but never pay (their time is bound by L2).
+  pays; DMA transfers are recorded but never pay (their time is bound by L2). Both timing engines
+  price it with ``hwsim.timing.traffic``; the machine declares each op's traffic in its table.
 
 Approximate by construction: the cross-master term is an expectation over uniformly spread bank
 hits, not a replay of addresses; the core term assumes the streams of the cost model.
@@ -96,37 +97,3 @@ def core_stalls_np(bases, offsets, steps, counts, gap, banks, word_bytes, window
         if 0 < done[c] < total[c]:
             stalls[c] += stalls[c] * (total[c] - done[c]) // done[c]
     return stalls
-
-
-class Traffic:
-    """L1 traffic of every master as intervals; prices the overlap an op meets."""
-
-    def __init__(self, banks: int):
-        self.banks = banks
-        self.intervals: list[tuple[int, int, float, str]] = []
-
-    def record(self, master: str, start: int, cycles: int, words: float) -> None:
-        if cycles > 0 and words > 0:
-            self.intervals.append((start, start + cycles, words / cycles, master))
-
-    def conflicts(self, master: str, start: int, cycles: int, accesses: int,
-                  words_per_access: float) -> int:
-        """Expected conflict cycles of an op starting now; records its own traffic."""
-        return self.conflicts_mixed(master, start, cycles, {words_per_access: accesses})
-
-    def conflicts_mixed(self, master: str, start: int, cycles: int, pattern: dict) -> int:
-        """``conflicts`` for an op making accesses of several widths: ``{words: accesses}``."""
-        # ops start in time order, so traffic that ended before this op can go
-        self.intervals = [iv for iv in self.intervals if iv[1] > start]
-        end = start + max(cycles, 1)
-        other = 0.0
-        for s, e, rate, who in self.intervals:
-            if who != master and s < end:
-                other += rate * (min(end, e) - max(start, s))
-        stall = 0
-        if other:
-            rho = other / max(cycles, 1)
-            stall = int(round(sum(n * min(1.0, words * rho / self.banks)
-                                  for words, n in pattern.items())))
-        self.record(master, start, cycles + stall, sum(w * n for w, n in pattern.items()))
-        return stall

@@ -49,7 +49,7 @@ from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.targets.base import Machine
 from hwsim.targets.hmx import hvx, layouts, numerics
 from hwsim.targets.hmx.params import PARAMS
-from hwsim.timing.engine import Engine, Op, Work
+from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
 CELLS = 32  # spatials and filters of an accumulator (Figure 9)
 
@@ -102,6 +102,7 @@ class HmxMachine(Machine):
     name = "hmx"
     description = "Qualcomm Hexagon V81 HMX (FP16): VTCM, accumulators, convert, HVX and DMA"
     PARAMS = PARAMS
+    STATE = ("spaces", "state")
 
     # -- state and program -------------------------------------------------------------------
     def make_state(self) -> None:
@@ -112,7 +113,7 @@ class HmxMachine(Machine):
         self.spaces = {"vtcm": AddressSpace("vtcm", p.vtcm_size, p.vtcm_base),
                        "ddr": AddressSpace("ddr", p.ddr_size, p.ddr_base)}
         self.state = HmxState()
-        self._blocks = tuple(Resource(("vtcm", b)) for b in range(p.vtcm_size // CROUTON_BYTES))
+        self._blocks = tuple(("vtcm", b) for b in range(p.vtcm_size // CROUTON_BYTES))
         self.acc_format = (p.acc_exp_bits, 36 - p.acc_exp_bits)
         self.acc_round_group = p.acc_round_group
         self.shapes = numerics.shape_table(p.shape_row3)
@@ -193,33 +194,31 @@ class HmxMachine(Machine):
         return copy
 
     # -- timing ------------------------------------------------------------------------------
-    def build(self, engine: Engine) -> None:
+    def compile(self, program, numerics: bool, actions: bool):
         t = self.timing
-        self._costs: dict[str, float] = {}
-        self.units = {
-            "mpy": engine.unit("mpy", t.hmx_queue_depth, self.peak_macs_per_cycle()),
-            "cvt": engine.unit("cvt", t.hmx_queue_depth),
-            "hvx": engine.unit("hvx", t.hvx_queue_depth)}
         latency = t.vtcm_latency_cycles
-        self.ports = {"hmx": engine.port("vtcm.hmx", t.vtcm_hmx_bytes_per_cycle, latency),
-                      "hvx": engine.port("vtcm.hvx", t.vtcm_hvx_bytes_per_cycle, latency)}
-        dma_ports = {"vtcm": engine.port("vtcm.dma", t.vtcm_dma_bytes_per_cycle, latency),
-                     "ddr": engine.port("ddr", t.ddr_bytes_per_cycle, t.ddr_latency_cycles)}
-        self.dma = Dma(engine, "dma", dma_ports, t.dma_channels, t.dma_setup_cycles)
-        self.numerics = engine.numerics
+        ports = [PortSpec("vtcm.hmx", t.vtcm_hmx_bytes_per_cycle, latency),
+                 PortSpec("vtcm.hvx", t.vtcm_hvx_bytes_per_cycle, latency),
+                 PortSpec("vtcm.dma", t.vtcm_dma_bytes_per_cycle, latency),
+                 PortSpec("ddr", t.ddr_bytes_per_cycle, t.ddr_latency_cycles)]
+        units = [UnitSpec("mpy", t.hmx_queue_depth, peak_macs=self.peak_macs_per_cycle()),
+                 UnitSpec("cvt", t.hmx_queue_depth), UnitSpec("hvx", t.hvx_queue_depth),
+                 UnitSpec("dma", DMA_QUEUE, in_flight=t.dma_channels)]
+        b = OpBuilder(units, ports)
+        self._costs: dict[str, float] = {}
+        self.numerics = numerics
+        self.dma = Dma("dma", {"vtcm": b.port("vtcm.dma"), "ddr": b.port("ddr")},
+                       t.dma_setup_cycles)
+        issue = _Issue(self.state.primary)
+        effects: dict = {}
+        for index, step in enumerate(program):
+            step = self.plan(step)
+            BUILDERS[step.item.kind](self, b, Emit(index, step, issue, effects if actions
+                                                   else None))
+        return b.table(), effects
 
     def peak_macs_per_cycle(self) -> float:
         return CELLS * CELLS * 2 / self.timing.mpy_cycles_per_vector
-
-    def ops(self, program):
-        issue = _Issue(self.state.primary)
-        for step in program:
-            step = self.plan(step)
-            op = BUILDERS[step.item.kind](self, step, issue)
-            if op.unit.name != "dma":
-                waits = (issue.fence,) if issue.sync is None else (issue.fence, issue.sync)
-                op.reads = op.reads + waits
-            yield op
 
     def blocks(self, addr: int, nbytes: int) -> tuple:
         """The 2 KB VTCM blocks of a range: the resources HMX and HVX order their accesses by."""
@@ -235,12 +234,7 @@ class HmxMachine(Machine):
         return math.ceil(cost * count)
 
 
-class Resource(tuple):
-    """A dependency resource among many of one kind (VTCM blocks, DMA transfers, waits): stall
-    reasons name the kind."""
-
-    def __str__(self) -> str:
-        return self[0]
+DMA_QUEUE = 16   # assumption: descriptors the DMA engine buffers ahead of the thread
 
 
 class _Issue:
@@ -253,7 +247,26 @@ class _Issue:
         self.dma_tokens: list = []
         self.sync = None
         self.waits = 0
-        self.fence = Resource(("dma_fence", 0))
+        self.fence = ("dma_fence", 0)
+
+    def waited(self) -> tuple:
+        """What every HMX and HVX op reads: the fence, and the last DMA wait."""
+        return (self.fence,) if self.sync is None else (self.fence, self.sync)
+
+
+@dataclass
+class Emit:
+    """One instruction being turned into its op: its index (the op's tag), the checked step,
+    the issue state, and where its action goes (None: no actions wanted)."""
+
+    index: int
+    step: Step
+    issue: _Issue
+    actions: dict | None
+
+    def act(self, op: int, action) -> None:
+        if self.actions is not None and action is not None:
+            self.actions[op] = action
 
 
 def single_rows(offset: int, mask: int) -> np.ndarray:
@@ -296,19 +309,15 @@ def _wgt_matrices(vtcm: AddressSpace, plan: MpyPlan) -> list[np.ndarray]:
 _SHAPES = {"act": "", "act_deep": " deep", "act_single": " single"}
 
 
-def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    plan, state, vtcm = step.plan, m.state, m.spaces["vtcm"]
+def _multiply(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    plan, state, vtcm, issue = e.step.plan, m.state, m.spaces["vtcm"], e.issue
     targets = [issue.primary, 1 - issue.primary][:2 if plan.deep_weights else 1]
     ebits, mbits = m.acc_format
     cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
     cycles += m.cycles("mpy_flush_cycles_per_vector", max(0, plan.given - plan.needed))
     nbytes = plan.channels * CELLS * 2 + plan.given * VECTOR_BYTES  # activations + weights
-    port = m.ports["hmx"]
 
-    def execute() -> Work:
-        macs = plan.channels * CELLS * CELLS * len(targets)
-        if not m.numerics:
-            return Work(cycles, transfers=((port, nbytes),), macs=macs)
+    def action():
         act = _act_matrix(vtcm, plan)
         infnan = state.usr >> 20 & 1
         results = []
@@ -321,18 +330,21 @@ def _multiply(m: HmxMachine, step: Step, issue: _Issue) -> Op:
         def commit():
             for index, acc in results:
                 state.acc[index] = acc
-        return Work(cycles, transfers=((port, nbytes),), macs=macs, commit=commit)
+        return commit
 
     blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
     blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
-    accs = tuple(f"acc{i}" for i in targets)
-    label = (f"mpy{_SHAPES[step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
+    accs = tuple(("acc", i) for i in targets)
+    label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
              f"k={plan.channels} acc{issue.primary}")
-    return Op(m.units["mpy"], execute, label, reads=accs + blocks + ("usr",), writes=accs)
+    op = b.add("mpy", cycles, reads=accs + blocks + ("usr",) + issue.waited(), writes=accs,
+               transfers=((b.port("vtcm.hmx"), nbytes),), tag=e.index, label=label,
+               macs=plan.channels * CELLS * CELLS * len(targets))
+    e.act(op, action if m.numerics else None)
 
 
-def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    f, state = step.item.fields, m.state
+def _convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    f, state, issue = e.step.item.fields, m.state, e.issue
     index, sel = issue.primary, f["bias_sel"]
     clear = f["acc"] == 0
     if clear:
@@ -344,117 +356,115 @@ def _convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
             state.acc[index] = 0
             state.primary = 1 - index
 
-    def execute() -> Work:
+    def action():
         if not m.numerics:
-            return Work(m.cycles("cvt_cycles"), commit=swap)
-        b = state.bias_fields(sel)
+            return swap
+        bias = state.bias_fields(sel)
         out = np.empty((CELLS, CELLS), dtype=np.uint32)
-        numerics.convert(state.acc[index], b["input_bias"], b["shape"], b["scale"],
-                         b["output_bias"], state.cvt, out, m.shapes, f["fb_dest"], f["fb_op"],
+        numerics.convert(state.acc[index], bias["input_bias"], bias["shape"], bias["scale"],
+                         bias["output_bias"], state.cvt, out, m.shapes, f["fb_dest"], f["fb_op"],
                          f["rnd"], f["ovf"], state.usr >> 20 & 1, state.usr >> 21 & 1, ebits,
                          mbits)
 
         def commit():
             state.cvt = out
             swap()
-        return Work(m.cycles("cvt_cycles"), commit=commit)
+        return commit
 
-    reads = (f"acc{index}", f"bias{sel}", "usr", "cvt")
-    writes = ("cvt", f"acc{index}") if clear else ("cvt",)
+    reads = (("acc", index), ("bias", sel), "usr", "cvt") + issue.waited()
+    writes = ("cvt", ("acc", index)) if clear else ("cvt",)
     label = f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
-    return Op(m.units["cvt"], execute, label, reads=reads, writes=writes)
+    op = b.add("cvt", m.cycles("cvt_cycles"), reads=reads, writes=writes, tag=e.index,
+               label=label)
+    e.act(op, action)
 
 
-def _write_convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    addr, state, vtcm, port = step.item.fields["address"], m.state, m.spaces["vtcm"], \
-        m.ports["hmx"]
+def _write_convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    addr, state, vtcm = e.step.item.fields["address"], m.state, m.spaces["vtcm"]
 
-    def execute() -> Work:
-        work = Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),))
-        if m.numerics:
-            data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
-            work.commit = lambda: vtcm.store(addr, data)
-        return work
-    return Op(m.units["cvt"], execute, f"write cvt -> {addr:#x}", reads=("cvt",),
-              writes=m.blocks(addr, CROUTON_BYTES))
+    def action():
+        data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+        return lambda: vtcm.store(addr, data)
+    op = b.add("cvt", m.cycles("cvt_write_cycles"), reads=("cvt",) + e.issue.waited(),
+               writes=m.blocks(addr, CROUTON_BYTES),
+               transfers=((b.port("vtcm.hmx"), CROUTON_BYTES),), tag=e.index,
+               label=f"write cvt -> {addr:#x}")
+    e.act(op, action if m.numerics else None)
 
 
-def _bias(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    f, state, vtcm, port = step.item.fields, m.state, m.spaces["vtcm"], m.ports["hmx"]
+def _bias(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    f, state, vtcm = e.step.item.fields, m.state, m.spaces["vtcm"]
     addr, index = f["address"], f["index"]
-    load = step.item.kind == "bias_load"
+    load = e.step.item.kind == "bias_load"
 
-    def execute() -> Work:
-        if not m.numerics:
-            return Work(m.cycles("bias_cycles"), transfers=((port, BIAS_SET_BYTES),))
+    def action():
         if load:
             words = layouts.unpack_bias_words(vtcm.view(addr, BIAS_SET_BYTES))
-            commit = lambda: state.set_bias(index, words)  # noqa: E731
-        else:
-            data = layouts.pack_bias_words(state.bias[index])
-            commit = lambda: vtcm.store(addr, data)  # noqa: E731
-        return Work(m.cycles("bias_cycles"), transfers=((port, BIAS_SET_BYTES),), commit=commit)
+            return lambda: state.set_bias(index, words)
+        data = layouts.pack_bias_words(state.bias[index])
+        return lambda: vtcm.store(addr, data)
 
     blocks = m.blocks(addr, BIAS_SET_BYTES)
-    resource = (f"bias{index}",)
-    label = f"bias {'load' if load else 'store'} {addr:#x} [{index}]"
-    return Op(m.units["cvt"], execute, label, reads=blocks if load else resource,
-              writes=resource if load else blocks)
+    resource = (("bias", index),)
+    op = b.add("cvt", m.cycles("bias_cycles"),
+               reads=(blocks if load else resource) + e.issue.waited(),
+               writes=resource if load else blocks,
+               transfers=((b.port("vtcm.hmx"), BIAS_SET_BYTES),), tag=e.index,
+               label=f"bias {'load' if load else 'store'} {addr:#x} [{index}]")
+    e.act(op, action if m.numerics else None)
 
 
-def _clear(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    def execute() -> Work:
-        return Work(m.cycles("clracc_cycles"), commit=lambda: m.state.acc.fill(0))
-    return Op(m.units["mpy"], execute, "clear acc", writes=("acc0", "acc1"))
+def _clear(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    op = b.add("mpy", m.cycles("clracc_cycles"), reads=e.issue.waited(),
+               writes=(("acc", 0), ("acc", 1)), tag=e.index, label="clear acc")
+    e.act(op, lambda: lambda: m.state.acc.fill(0))
 
 
-def _usr(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    value = step.plan
+def _usr(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    value = e.step.plan
+    op = b.add("cvt", m.cycles("usr_cycles"), reads=e.issue.waited(), writes=("usr",),
+               tag=e.index, label=f"USR = {value:#x}")
+    e.act(op, lambda: lambda: setattr(m.state, "usr", value))
 
-    def execute() -> Work:
-        return Work(m.cycles("usr_cycles"), commit=lambda: setattr(m.state, "usr", value))
-    return Op(m.units["cvt"], execute, f"USR = {value:#x}", writes=("usr",))
 
-
-def _hvx(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    plan, vtcm, port = step.plan, m.spaces["vtcm"], m.ports["hvx"]
-
-    def execute() -> Work:
-        return Work(m.cycles(plan.cost, plan.vectors), transfers=((port, plan.moved),),
-                    commit=plan.run(vtcm) if m.numerics else None)
+def _hvx(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    plan, vtcm = e.step.plan, m.spaces["vtcm"]
     reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
     writes = sum((m.blocks(a, n) for a, n in plan.writes), ())
-    return Op(m.units["hvx"], execute, f"{step.item.spec.name} {plan.vectors}v", reads=reads,
-              writes=writes)
+    op = b.add("hvx", m.cycles(plan.cost, plan.vectors), reads=reads + e.issue.waited(),
+               writes=writes, transfers=((b.port("vtcm.hvx"), plan.moved),), tag=e.index,
+               label=f"{e.step.item.spec.name} {plan.vectors}v")
+    e.act(op, (lambda: plan.run(vtcm)) if m.numerics else None)
 
 
-def _dma(m: HmxMachine, step: Step, issue: _Issue) -> Op:
-    copy = step.plan
-    token = Resource(("dma", len(issue.dma_tokens), issue.waits))
+def _dma(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    copy, issue = e.step.plan, e.issue
+    token = ("dma", len(issue.dma_tokens), issue.waits)
     issue.dma_tokens.append(token)
-    op = m.dma.op(copy, token=token)
+    reads = ()
     if copy.src.name == "vtcm":  # the thread sees its earlier HMX/HVX stores before it starts
         last = copy.src_addr + (copy.rows - 1) * copy.src_stride
-        op.reads = m.blocks(min(copy.src_addr, last), abs(last - copy.src_addr) + copy.row_bytes)
-    return op
+        reads = m.blocks(min(copy.src_addr, last), abs(last - copy.src_addr) + copy.row_bytes)
+    m.dma.add(b, copy, token, e.index, e.actions if m.numerics else None, reads=reads)
 
 
-def _dma_wait(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+def _dma_wait(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
+    issue = e.issue
     issue.waits += 1
     tokens, issue.dma_tokens = tuple(issue.dma_tokens), []
-    issue.sync = Resource(("dma_wait", issue.waits))
-    return Op(m.dma.unit, lambda: Work(0), "dma_wait", reads=tokens, writes=(issue.sync,))
+    issue.sync = ("dma_wait", issue.waits)
+    b.add("dma", 0, reads=tokens, writes=(issue.sync,), tag=e.index, label="dma_wait")
 
 
-def _dma_fence(m: HmxMachine, step: Step, issue: _Issue) -> Op:
+def _dma_fence(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
     # every HMX and HVX op since the last fence reads ``issue.fence``: writing it waits (WAR) for
     # them to start, i.e. to have read their operands; later DMAs queue behind it on the unit
-    fence = issue.fence
-    issue.fence = Resource(("dma_fence", fence[1] + 1))
-    return Op(m.dma.unit, lambda: Work(0), "dma_fence", writes=(fence,))
+    fence = e.issue.fence
+    e.issue.fence = ("dma_fence", fence[1] + 1)
+    b.add("dma", 0, writes=(fence,), tag=e.index, label="dma_fence")
 
 
-BUILDERS: dict[str, Callable[[HmxMachine, Step, _Issue], Op]] = {
+BUILDERS: dict[str, Callable[[HmxMachine, OpBuilder, Emit], None]] = {
     "mpy": _multiply, "cvt": _convert, "cvt_write": _write_convert, "bias_load": _bias,
     "bias_store": _bias, "clracc": _clear, "usr": _usr, "hvx": _hvx, "dma": _dma,
     "dma_wait": _dma_wait, "dma_fence": _dma_fence,

@@ -89,14 +89,10 @@ def depthwise_weights(w: np.ndarray, group: int, taps_padded: int) -> list[np.nd
     a depthwise convolution with weights ``[KH, KW, C, 1]``: row c holds channel c's taps at
     k = c * taps_padded + tap, zeros elsewhere."""
     kh, kw, channels, _ = w.shape
-    taps = w.reshape(kh * kw, channels)
-    out = []
-    for g in range(0, channels, group):
-        mat = np.zeros((group, group, taps_padded), dtype=w.dtype)
-        for c in range(min(group, channels - g)):
-            mat[c, c, :kh * kw] = taps[:, g + c]
-        out.append(mat.reshape(group, group * taps_padded))
-    return out
+    mats = np.zeros((padded(channels, group), group, taps_padded), dtype=w.dtype)
+    c = np.arange(channels)
+    mats[c, c % group, :kh * kw] = w.reshape(kh * kw, channels).T
+    return list(mats.reshape(-1, group, group * taps_padded))
 
 
 def bf16_bits(x) -> np.ndarray:

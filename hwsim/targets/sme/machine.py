@@ -1,14 +1,21 @@
-"""The Arm SME machine: state, units and ports, and a program as a stream of engine ops.
+"""The Arm SME machine: state, units and ports, and a program as an op table.
 
-Units (in-order queues on the shared engine): ``mx``, the matrix unit (outer products, MOVA,
-ZERO), pipelined with a per-datapath rate (MACs per cycle) and latency and a penalty when the
-datapath changes; ``ls``, a decoupled load/store unit whose transfers go through ``load_ports``
-load ports and one store port, each with a bandwidth and a latency; ``ctl``, the core side
-(address arithmetic, predicates, FPCR, SMSTART/SMSTOP); ``vec``, the streaming-SVE vector side,
-running whole routines (``vec NAME ...`` lines, ``vector``) costed per vector. Dependencies are per
-register and per ZA row group (``semantics``), so four chains on four .S tiles overlap while a
-chain on one tile is latency-bound. Defaults follow the Apple M4 figures in
-docs/sources.md#m4-sme (``params``).
+Units (in-order queues): ``mx``, the matrix unit (outer products, MOVA, ZERO), pipelined with a
+per-datapath rate (MACs per cycle) and latency and a penalty when the datapath changes; ``ls``, a
+decoupled load/store unit whose transfers go through ``load_ports`` load ports (each load takes
+the one that frees first) and one store port, each with a bandwidth and a latency; ``ctl``, the
+core side (address arithmetic, predicates, FPCR, SMSTART/SMSTOP); ``vec``, the streaming-SVE
+vector side, running whole routines (``vec NAME ...`` lines, ``vector``) costed per vector.
+Dependencies are per register and per ZA row group (``semantics``), so four chains on four .S
+tiles overlap while a chain on one tile is latency-bound. Defaults follow the Apple M4 figures
+in docs/sources.md#m4-sme (``params``).
+
+A program is an ``SmeProgram`` (A64 words and routines). Its op table is built over the distinct
+words: each is decoded and costed once (``semantics``), and the per-op columns are gathers; the
+costs that depend on program order (a datapath change, the scalar issue width) are computed over
+the whole program at once. Every SME hazard is interlocked and memory accesses are ordered, so
+running the instructions in program order gives the state the timing gives: the compiled engine
+runs them first (``interpreter``), which also fills in the bytes each predicated access moved.
 
 Not modelled: caches (memory is one flat space behind the ports), the core's own pipeline beyond
 an issue width for scalar ops, NZCV flags, FPSR, exceptions other than memory faults, and the
@@ -17,150 +24,249 @@ multi-vector SME2 instructions.
 
 from __future__ import annotations
 
-from functools import partial
-from operator import attrgetter
-from types import SimpleNamespace
-from typing import Iterator
+import re
+from dataclasses import replace
+
+import numpy as np
 
 from hwsim.errors import Location, ProgramError
 from hwsim.isa import sme, sme_vector
 from hwsim.targets.base import Machine
 from hwsim.targets.sme import numerics, vector
 from hwsim.targets.sme.params import PARAMS
+from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
 from hwsim.targets.sme.state import FPCR, SmeState
-from hwsim.timing.engine import Engine, Op, Work
+from hwsim.timing.optable import DEP_PART, DEP_READ, DEP_WRITE, Chunk, OpBuilder, PortSpec, \
+    UnitSpec
 
 DATAPATHS = ("fp32", "wide16", "int8", "b16b16")
 VECTOR_WRITES = MEMORY + STORED   # a routine is ordered after the loads and stores before it
-_FREE_AT = attrgetter("free_at")   # a load goes to the load port that frees first
+UNITS = ("mx", "ls", "ctl", "vec")
+LOAD_GROUP = -1                   # a transfer to the load port that frees first
+_REGISTER = re.compile(r"([a-z]+)(\d+)")
+
+
+def resource(name: str):
+    """A semantics resource name as a builder key: ``z3`` -> ("z", 3), ``za1.s`` -> ("za", 1);
+    stalls are then reported per kind (``wait z``)."""
+    m = _REGISTER.match(name)
+    return (m.group(1), int(m.group(2))) if m else name
 
 
 class SmeMachine(Machine):
     name = "sme"
     description = "Arm SME: ZA tiles and outer products (defaults: Apple M4 P-cluster SME unit)"
     PARAMS = PARAMS
-    _used: set = frozenset()      # datapaths of the last run's outer products
+    STATE = ("spaces", "state")
+    _used: frozenset = frozenset()      # datapaths of the last run's outer products
+    in_order = True
 
     def make_state(self) -> None:
         self.state = SmeState(self.params.svl, self.params.mem_size)
         self.spaces = {"mem": self.state.mem}
+        self.numerics = True
 
-    def parse(self, lines) -> list:
-        program = []
+    # -- programs --------------------------------------------------------------------------------
+    def parse(self, lines) -> SmeProgram:
+        items, locs = [], []
         for text, loc in lines:
             if sme_vector.is_vector_line(text):
-                program.append(vector.bind(sme_vector.parse_line(text, loc), self.state.mem))
+                items.append(vector.bind(sme_vector.parse_line(text, loc), self.state.mem))
+                locs.append(loc)
             else:
-                program += sme.parse_line(text, loc)
+                parsed = sme.parse_line(text, loc)
+                items += parsed
+                locs += [loc] * len(parsed)
+        program = SmeProgram.from_items(items, locs)
         self._check_modes(program)
         return program
 
-    def run(self, trace, *args, **kwargs):
-        """As ``Machine.run``; a program list is decoded and checked before anything runs."""
-        if isinstance(trace, list):
-            trace = [self._instruction(item) for item in trace]
-            self._check_modes(trace)
-        return super().run(trace, *args, **kwargs)
+    def program(self, items) -> SmeProgram:
+        """A program given in Python: an ``SmeProgram``, or a list of decoded instructions,
+        32-bit words, assembly lines and routines; decoded and checked before anything runs."""
+        if isinstance(items, SmeProgram):
+            program = SmeProgram(np.asarray(items.words, np.uint32),
+                                 {i: self._routine(r) for i, r in items.routines.items()},
+                                 items.locs)
+        else:
+            program = SmeProgram.from_items([self._instruction(item) for item in items])
+            program.routines = {i: self._routine(r) for i, r in program.routines.items()}
+        self._check_modes(program)
+        return program
 
-    def peak_macs_per_cycle(self) -> float:
-        """The fastest datapath the last run used (all of them before any run)."""
-        paths = self._used or DATAPATHS
-        return float(max(getattr(self.timing, f"{p}_macs_per_cycle") for p in paths))
-
-    # -- one run ---------------------------------------------------------------------------------
-    def build(self, engine: Engine) -> None:
-        t = self.timing
-        self.engine = engine
-        depth = t.queue_depth
-        self._used = set()
-        self.units = {"mx": engine.unit("mx", depth, peak_macs=self.peak_macs_per_cycle()),
-                      "ls": engine.unit("ls", depth, in_flight=t.mem_in_flight),
-                      "ctl": engine.unit("ctl", depth), "vec": engine.unit("vec", depth)}
-        self.load_ports = [engine.port(f"load{i}", t.load_port_bytes_per_cycle,
-                                       t.load_latency_cycles) for i in range(t.load_ports)]
-        self.store_port = engine.port("store", t.store_port_bytes_per_cycle,
-                                      t.store_latency_cycles)
-        self._datapath = {p: (getattr(t, f"{p}_macs_per_cycle"), getattr(t, f"{p}_latency_cycles"))
-                          for p in DATAPATHS}
-        # this run's costs as plain attributes, and the Work of fixed-cost ops, made once
-        self.cost = SimpleNamespace(**{name: getattr(t, name) for name in (
-            "mopa_switch_cycles", "za_array_transfer_cycles", "smstart_cycles",
-            "scalar_issue_width")})
-        self._za_work = Work(t.za_move_cycles, max(0, t.za_move_latency_cycles - t.za_move_cycles))
-        self._scalar_work = [Work(c, max(0, t.scalar_latency_cycles - c)) for c in (0, 1)]
-        self._predicate_work = Work(1, max(0, t.predicate_latency_cycles - 1))
-        self._last_path = None
-        self._scalar_ops = 0
-        self._controls: dict[int, object] = {}
-        self._recipes: dict[int, Recipe] = {}
-
-    def ops(self, program) -> Iterator[Op]:
-        units, recipes = self.units, self._recipes
-        for ins in program:
-            if isinstance(ins, vector.Bound):
-                yield Op(units["vec"], partial(vector.execute, ins, self), f"vec {ins.op.name}",
-                         writes=VECTOR_WRITES)
-                continue
-            recipe = recipes.get(ins.word)
-            if recipe is None:
-                recipe = recipes[ins.word] = SEMANTICS[ins.op](self, ins)
-                recipe.label = ins.text
-            # memory ops report faults with the instruction's own location; the others need none
-            run = partial(recipe.run, ins) if recipe.unit == "ls" else recipe.run
-            yield Op(units[recipe.unit], run, recipe.label, recipe.reads, recipe.writes, None,
-                     recipe.parts)
+    def _routine(self, item):
+        return item if isinstance(item, vector.Bound) else vector.bind(item, self.state.mem)
 
     def _instruction(self, item):
-        if isinstance(item, (sme.Instruction, vector.Bound)):
+        if isinstance(item, (sme.Instruction, vector.Bound, sme_vector.VecOp)):
             return item
-        if isinstance(item, sme_vector.VecOp):
-            return vector.bind(item, self.state.mem)
-        if isinstance(item, int):
-            return sme.decode(item)
+        if isinstance(item, (int, np.integer)):
+            return sme.decode(int(item))
         if sme_vector.is_vector_line(item):
-            return vector.bind(sme_vector.parse_line(item, Location("<program>", 1, 1)),
-                               self.state.mem)
+            return sme_vector.parse_line(item, Location("<program>", 1, 1))
         instructions = sme.parse_line(item)
         if len(instructions) != 1:
             raise ProgramError(f"{item!r} expands to {len(instructions)} instructions; pass "
                                "hwsim.isa.sme.assemble_program(...) instead")
         return instructions[0]
 
-    def _check_modes(self, program: list[sme.Instruction]) -> None:
+    @staticmethod
+    def decoded(program: SmeProgram) -> tuple[np.ndarray, np.ndarray, list]:
+        """(distinct words, index of each instruction's word among them, their decodings; None
+        for the routine placeholder), computed once per program."""
+        found = program.derived.get("decoded")
+        if found is None:
+            words, inverse = np.unique(program.words, return_inverse=True)
+            placeholders = np.flatnonzero(program.words == ROUTINE)
+            if len(placeholders) != len(program.routines) or not np.array_equal(
+                    placeholders, sorted(program.routines)):
+                stray = sorted(set(placeholders.tolist()) - set(program.routines))
+                for i in stray[:1]:
+                    sme.decode(ROUTINE, program.loc(i))    # raises: not an instruction
+            found = program.derived["decoded"] = (
+                words, inverse.astype(np.int64),
+                [None if w == ROUTINE else sme.decode(int(w)) for w in words])
+        return found
+
+    def _check_modes(self, program: SmeProgram) -> None:
         """Refuse, before anything runs, an instruction whose PSTATE.SM/ZA would be wrong."""
+        words, inverse, decoded = self.decoded(program)
+        need_sm = np.array([ins is not None and "sm" in REQUIRES.get(ins.op, "")
+                            for ins in decoded] + [True])
+        need_za = np.array([ins is not None and "za" in REQUIRES.get(ins.op, "")
+                            for ins in decoded] + [False])
+        b16 = np.array([ins is not None and ins.form.attrs.get("dtype") == "bf16"
+                        for ins in decoded] + [False])
+        which = inverse.copy()
+        which[list(program.routines)] = len(decoded)   # routines need streaming mode
+        switches = [i for i in np.flatnonzero(
+            np.isin(which, [k for k, ins in enumerate(decoded)
+                            if ins is not None and ins.op == "smstart"])).tolist()]
         sm, za = self.state.sm, self.state.za_enabled
-        b16b16 = self.params.feat_sme_b16b16
-        for ins in program:
-            if isinstance(ins, vector.Bound):
-                if not sm:
-                    raise ProgramError(f"{ins.op.loc}: vec {ins.op.name}: needs PSTATE.SM = 1 "
-                                       "(run smstart first)")
-                continue
-            needs = REQUIRES.get(ins.op, "")
-            if ("sm" in needs and not sm) or ("za" in needs and not za):
-                raise ProgramError(f"{ins.loc}: {ins.text}: needs PSTATE.{needs.upper()} = 1 "
-                                   "(run smstart first)")
-            if ins.form.attrs.get("dtype") == "bf16" and not b16b16:
-                raise ProgramError(f"{ins.loc}: {ins.text}: needs FEAT_SME_B16B16 "
-                                   "(parameter feat_sme_b16b16)")
-            if ins.op == "smstart":
-                a = ins.form.attrs
+        bounds = [0] + [i + 1 for i in switches] + [len(which)]
+        for lo, hi in zip(bounds, bounds[1:]):
+            part = which[lo:hi]
+            bad = (need_sm[part] & (not sm)) | (need_za[part] & (not za)) | (
+                b16[part] & (not self.params.feat_sme_b16b16))
+            if bad.any():
+                self._refuse(program, decoded, lo + int(np.argmax(bad)), sm, za)
+            if hi - 1 in switches:
+                a = decoded[which[hi - 1]].form.attrs
                 sm = a["start"] if a["sm"] else sm
                 za = a["start"] if a["za"] else za
+
+    def _refuse(self, program, decoded, i: int, sm: bool, za: bool):
+        if i in program.routines:
+            routine = program.routines[i]
+            raise ProgramError(f"{routine.op.loc}: vec {routine.op.name}: needs PSTATE.SM = 1 "
+                               "(run smstart first)")
+        ins = sme.decode(int(program.words[i]), program.loc(i))
+        needs = REQUIRES.get(ins.op, "")
+        if ("sm" in needs and not sm) or ("za" in needs and not za):
+            raise ProgramError(f"{ins.loc}: {ins.text}: needs PSTATE.{needs.upper()} = 1 "
+                               "(run smstart first)")
+        raise ProgramError(f"{ins.loc}: {ins.text}: needs FEAT_SME_B16B16 "
+                           "(parameter feat_sme_b16b16)")
+
+    def peak_macs_per_cycle(self) -> float:
+        """The fastest datapath the last run used (all of them before any run)."""
+        paths = self._used or DATAPATHS
+        return float(max(getattr(self.timing, f"{p}_macs_per_cycle") for p in paths))
+
+    # -- the op table ----------------------------------------------------------------------------
+    def compile(self, program: SmeProgram, numerics: bool, actions: bool):
+        t = self.timing
+        self.numerics = numerics
+        self._datapath = {p: (getattr(t, f"{p}_macs_per_cycle"), getattr(t, f"{p}_latency_cycles"))
+                          for p in DATAPATHS}
+        self.za_move = dict(cycles=t.za_move_cycles,
+                            latency=max(0, t.za_move_latency_cycles - t.za_move_cycles))
+        self.predicate = dict(cycles=1, latency=max(0, t.predicate_latency_cycles - 1))
+        self.scalar = dict(scalar=True)
+        self._controls: dict[int, object] = {}
+        words, inverse, decoded = self.decoded(program)
+        recipes = [None if ins is None else SEMANTICS[ins.op](self, ins) for ins in decoded]
+        self._used = frozenset(r.path for r in recipes if r is not None and r.path)
+        self._recipes = recipes
+        ports = [PortSpec(f"load{i}", t.load_port_bytes_per_cycle, t.load_latency_cycles)
+                 for i in range(t.load_ports)]
+        ports.append(PortSpec("store", t.store_port_bytes_per_cycle, t.store_latency_cycles))
+        units = [UnitSpec("mx", t.queue_depth, peak_macs=self.peak_macs_per_cycle()),
+                 UnitSpec("ls", t.queue_depth, in_flight=t.mem_in_flight),
+                 UnitSpec("ctl", t.queue_depth), UnitSpec("vec", t.queue_depth)]
+        b = OpBuilder(units, ports, groups=[tuple(range(t.load_ports))])
+        rows = [_row(b, r, sme.disassemble(int(w)) if ins is not None else "")
+                for r, w, ins in zip(recipes, words, decoded)]
+        rows += [self._routine_row(b, program.routines[i]) for i in program.routines]
+        which = inverse.copy()
+        which[list(program.routines)] = len(words) + np.arange(len(program.routines))
+        chunk = _gather(rows, which)
+        self._ordered_costs(chunk, rows, which, t)
+        b.extend(chunk)
+        table = b.table()
+        effects = self._actions(program, table, recipes, decoded, inverse) if actions else {}
+        return table, effects
+
+    def _routine_row(self, b: OpBuilder, bound):
+        cost = vector.cost(bound, self.timing, self.state.svl_bytes)
+        loads = self.timing.load_ports
+        share = -(-cost.loaded // loads)
+        xfers = [(p, share) for p in range(loads) if cost.loaded]
+        if cost.stored:
+            xfers.append((loads, cost.stored))
+        deps = [(b.resource(r), DEP_WRITE) for r in VECTOR_WRITES]
+        return _Row(UNITS.index("vec"), cost.cycles, cost.latency, 0, b.label(
+            f"vec {bound.routine.name}"), deps, xfers, None, False, None)
+
+    def _ordered_costs(self, chunk: Chunk, rows: list, which: np.ndarray, t) -> None:
+        """Costs that follow program order: the first outer product after one on another
+        datapath pays ``mopa_switch_cycles``; every ``scalar_issue_width``-th scalar op takes
+        a cycle, the others share it."""
+        paths = np.array([DATAPATHS.index(r.path) if r.path else -1 for r in rows])[which]
+        mopa = np.flatnonzero(paths >= 0)
+        switched = mopa[1:][paths[mopa[1:]] != paths[mopa[:-1]]]
+        latency = np.array([self._datapath[r.path][1] if r.path else 0 for r in rows])[which]
+        chunk.cycles[switched] += t.mopa_switch_cycles
+        chunk.latency[switched] = np.maximum(0, latency[switched] - chunk.cycles[switched])
+        scalar = np.flatnonzero(np.array([r.scalar for r in rows])[which])
+        cycles = ((np.arange(1, len(scalar) + 1) % t.scalar_issue_width) == 0).astype(np.int64)
+        chunk.cycles[scalar] = cycles
+        chunk.latency[scalar] = np.maximum(0, t.scalar_latency_cycles - cycles)
+
+    def _actions(self, program, table, recipes, decoded, inverse) -> dict:
+        """The reference semantics of every op (the simpy engine runs them at simulated time):
+        a memory op's action also fills in the bytes its transfer moved."""
+        actions = {}
+        for i, u in enumerate(inverse.tolist()):
+            if i in program.routines:
+                bound = program.routines[i]
+                if self.numerics:
+                    actions[i] = lambda bound=bound: vector.start(bound, self.state.mem)
+                continue
+            recipe = recipes[u]
+            ins = decoded[u] if program.locs is None else replace(decoded[u], loc=program.loc(i))
+            if recipe.memory:
+                actions[i] = _memory_action(recipe, ins, table.xfer_bytes, table.xfer_ptr[i])
+            else:
+                actions[i] = lambda act=recipe.act, ins=ins: act(ins)
+        return actions
+
+    def execute(self, program: SmeProgram, table, numerics: bool, effects) -> None:
+        """The program in program order (the compiled engine runs this before the timing)."""
+        words, inverse, decoded = self.decoded(program)
+        actions = self._actions(program, table, self._recipes, decoded, inverse)
+        for i in range(len(program)):
+            action = actions.get(i)
+            commit = action() if action is not None else None
+            if commit is not None:
+                commit()
+            if i in effects.watch:
+                effects.done(i)
 
     # -- costs and controls used by the semantics -------------------------------------------------
     def timing_of(self, path: str) -> tuple[int, int]:
         return self._datapath[path]
-
-    def switch(self, path: str) -> bool:
-        """Whether the matrix unit changes datapath (which costs ``mopa_switch_cycles``)."""
-        changed = self._last_path is not None and path != self._last_path
-        if changed or self._last_path is None:
-            self._used.add(path)      # utilisation is against the datapaths in use
-            self.units["mx"].peak_macs = self.peak_macs_per_cycle()
-        self._last_path = path
-        return changed
 
     def controls(self):
         """The numerics control array for the current FPCR (cached per FPCR value)."""
@@ -175,24 +281,61 @@ class SmeMachine(Machine):
         """FPCR.EBF (RES0 without FEAT_EBF16): the widening BF16 products' behaviour."""
         return bool(self.state.fpcr & FPCR.encode(EBF=1)) and self.params.feat_ebf16
 
-    def memory_work(self, nbytes: int, load: bool, cycles: int = 0) -> Work:
-        port = min(self.load_ports, key=_FREE_AT) if load else self.store_port
-        return Work(cycles, transfers=((port, nbytes),))
 
-    def vector_transfers(self, loaded: int, stored: int) -> tuple:
-        """A vector routine's port traffic: loads spread over the load ports, stores."""
-        share = -(-loaded // len(self.load_ports))
-        return tuple((port, share) for port in self.load_ports if loaded) + (
-            ((self.store_port, stored),) if stored else ())
+class _Row:
+    """One distinct instruction (or routine) as table columns."""
 
-    def za_work(self) -> Work:
-        return self._za_work
+    __slots__ = ("unit", "cycles", "latency", "macs", "label", "deps", "xfers", "path",
+                 "scalar", "memory")
 
-    def scalar_work(self) -> Work:
-        # ``scalar_issue_width`` ops share a cycle: every width-th op takes it
-        self._scalar_ops += 1
-        return self._scalar_work[self._scalar_ops % self.cost.scalar_issue_width == 0]
+    def __init__(self, unit, cycles, latency, macs, label, deps, xfers, path, scalar, memory):
+        self.unit, self.cycles, self.latency, self.macs, self.label = unit, cycles, latency, \
+            macs, label
+        self.deps, self.xfers, self.path, self.scalar, self.memory = deps, xfers, path, scalar, \
+            memory
 
-    def predicate_work(self) -> Work:
-        return self._predicate_work
 
+def _row(b: OpBuilder, r: Recipe | None, text: str) -> _Row:
+    if r is None:                    # the routine placeholder word: every use is a routine
+        return _Row(0, 0, 0, 0, 0, [], [], None, False, None)
+    deps = [(b.resource(resource(x)), DEP_READ) for x in r.reads] + \
+        [(b.resource(resource(x)), DEP_PART) for x in r.parts] + \
+        [(b.resource(resource(x)), DEP_WRITE) for x in r.writes]
+    xfers = []
+    if r.memory == "load":
+        xfers = [(LOAD_GROUP, r.nbytes)]
+    elif r.memory == "store":
+        xfers = [(len(b.ports) - 1, r.nbytes)]
+    return _Row(UNITS.index(r.unit), r.cycles, r.latency, r.macs, b.label(text), deps, xfers,
+                r.path, r.scalar, r.memory)
+
+
+def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
+    """Per-op columns from the distinct rows (``which``: each op's row)."""
+    def column(name, dtype):
+        return np.array([getattr(r, name) for r in rows], dtype)[which]
+
+    def ragged(name, fields, dtypes):
+        counts = np.array([len(getattr(r, name)) for r in rows], np.int64)
+        flat = [np.array([e[k] for r in rows for e in getattr(r, name)], d)
+                for k, d in enumerate(dtypes)]
+        starts = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        per_op = counts[which]
+        total = int(per_op.sum())
+        offsets = np.repeat(starts[which] - np.concatenate([[0], np.cumsum(per_op)[:-1]]),
+                            per_op) + np.arange(total)
+        return per_op, [f[offsets] if len(f) else f for f in flat]
+
+    dep_count, (dep_res, dep_mode) = ragged("deps", 2, (np.int32, np.int8))
+    xfer_count, (xfer_port, xfer_bytes) = ragged("xfers", 2, (np.int32, np.int64))
+    return Chunk(column("unit", np.int32), column("cycles", np.int64),
+                 column("latency", np.int64), column("macs", np.int64),
+                 np.arange(len(which), dtype=np.int64), column("label", np.int32), dep_count,
+                 dep_res, dep_mode, xfer_count, xfer_port, xfer_bytes)
+
+
+def _memory_action(recipe: Recipe, ins, xfer_bytes: np.ndarray, k: int):
+    def action():
+        xfer_bytes[k] = recipe.act(ins)
+    return action

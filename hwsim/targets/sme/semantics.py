@@ -1,9 +1,12 @@
 """What each SME instruction does and what it occupies: one builder per ``Form.op``.
 
 A builder turns a decoded instruction into a ``Recipe``: the unit that executes it, the resources
-it reads, writes or partly writes (for the engine's dependency tracking), and ``run``, which
-performs the instruction on the state and returns its ``Work``. Memory instructions (unit ``ls``)
-take the instruction, to name its location in a fault; the others take nothing.
+it reads, writes or partly writes (for the engines' dependency tracking), what it costs (cycles,
+latency, MACs, its outer-product datapath, whether it is a scalar ALU op, the memory transfer it
+makes) and ``act``, which performs the instruction on the state. ``act`` takes the instruction
+(memory instructions name its location in a fault) and returns the bytes a memory instruction
+moved (its predicate decides them), else None. This is the reference semantics, run at simulated
+time by the simpy engine; the compiled interpreter (``interpreter``) must agree with it.
 
 Every hazard on SME state is interlocked (the scoreboard below makes a consumer wait for its
 producer's results), so an instruction performs its whole effect when it starts: no consumer can
@@ -34,17 +37,22 @@ from hwsim.errors import HwsimError, ProgramError
 from hwsim.isa.sme import KINDS, PATTERNS, Instruction
 from hwsim.targets.sme import kernels
 from hwsim.targets.sme.state import FPCR, MASK64
-from hwsim.timing.engine import Work
 
 
 @dataclass
 class Recipe:
     unit: str
-    run: Callable[..., Work]
+    act: Callable
     reads: tuple = ()
     writes: tuple = ()
     parts: tuple = ()
-    label: str = ""
+    cycles: int = 0
+    latency: int = 0
+    macs: int = 0
+    path: str | None = None     # an outer product's datapath (changing it costs a cycle)
+    scalar: bool = False        # an integer ALU op: ``scalar_issue_width`` share a cycle
+    memory: str | None = None   # "load" or "store": one transfer of the active bytes
+    nbytes: int = 0             # the bytes of that transfer when every element is active
 
 
 def groups(esize: int, tile: int) -> tuple[str, ...]:
@@ -90,9 +98,6 @@ def mopa(m, ins: Instruction) -> Recipe:
     macs = za.shape[1] ** 2 * depth
     rate, latency = m.timing_of(path)
     issue = math.ceil(macs / rate)
-    steady = Work(issue, max(0, latency - issue), macs=macs)
-    extra = issue + m.cost.mopa_switch_cycles
-    switched = Work(extra, max(0, latency - extra), macs=macs)
     neg, dtype = a["neg"], a["dtype"]
     if dtype == "int8":
         def compute():
@@ -107,14 +112,14 @@ def mopa(m, ins: Instruction) -> Recipe:
             mode = 0 if dtype == "fp16_wide" else (1 if m.ebf() else 2)
             kernels.mopa_dot2(za, t, tsize, zn, zm, pn, pm, neg, mode, m.controls())
 
-    def run():
-        if m.engine.numerics:
+    def act(ins):
+        if m.numerics:
             compute()
-        return switched if m.switch(path) else steady
     # FPCR is not a resource here: MSR FPCR writes every ZA group instead (it is rare), so that
     # an outer product after it waits for it and one before it runs first
     reads = (f"z{f['zn']}", f"z{f['zm']}", f"p{f['pn']}", f"p{f['pm']}")
-    return Recipe("mx", run, reads, groups(tsize, f["zada"]))
+    return Recipe("mx", act, reads, groups(tsize, f["zada"]), cycles=issue,
+                  latency=max(0, latency - issue), macs=macs, path=path)
 
 
 # -- memory --------------------------------------------------------------------------------------
@@ -178,13 +183,13 @@ def _vector_memory(m, ins, load: bool) -> Recipe:
     address, regs = _address(m, ins, esize)
     vector, active = st.zv[esize][f["zt"]], st.p[f["pg"], ::esize]
 
-    def run(ins):
-        moved = _transfer(m, ins, address(), vector, active, load)
-        return m.memory_work(moved, load)
+    def act(ins):
+        return _transfer(m, ins, address(), vector, active, load)
     z, p = f"z{f['zt']}", f"p{f['pg']}"
+    cost = dict(memory="load" if load else "store", nbytes=vector.nbytes)
     if load:
-        return Recipe("ls", run, regs + (p,) + MEMORY, (z,))
-    return Recipe("ls", run, regs + (p, z) + MEMORY, parts=STORED)
+        return Recipe("ls", act, regs + (p,) + MEMORY, (z,), **cost)
+    return Recipe("ls", act, regs + (p, z) + MEMORY, parts=STORED, **cost)
 
 
 def _slice(m, ins: Instruction, index_field: str = "rs"):
@@ -214,13 +219,13 @@ def _slice_memory(m, ins, load: bool) -> Recipe:
     current, tiles, wv = _slice(m, ins)
     active = m.state.p[f["pg"], ::esize]
 
-    def run(ins):
-        moved = _transfer(m, ins, address(), current(), active, load)
-        return m.memory_work(moved, load)
+    def act(ins):
+        return _transfer(m, ins, address(), current(), active, load)
     reads = regs + wv + (f"p{f['pg']}",) + MEMORY
+    cost = dict(memory="load" if load else "store", nbytes=active.size * esize)
     if load:
-        return Recipe("ls", run, reads, parts=tiles)
-    return Recipe("ls", run, reads + tiles, parts=STORED)
+        return Recipe("ls", act, reads, parts=tiles, **cost)
+    return Recipe("ls", act, reads + tiles, parts=STORED, **cost)
 
 
 def za_array(m, ins: Instruction) -> Recipe:
@@ -230,14 +235,15 @@ def za_array(m, ins: Instruction) -> Recipe:
     wv, off, n = 12 + f["rv"], f["off"], st.svl_bytes
     everything = np.ones(n, dtype=np.bool_)
 
-    def run(ins):
+    def act(ins):
         row = st.za[(st.reg(wv, 32) + off) % n]
-        moved = _transfer(m, ins, address(), row, everything, load)
-        return m.memory_work(moved, load, m.cost.za_array_transfer_cycles)
+        return _transfer(m, ins, address(), row, everything, load)
     reads = regs + (f"x{wv}",) + MEMORY
+    cost = dict(memory="load" if load else "store", nbytes=n,
+                cycles=m.timing.za_array_transfer_cycles)
     if load:
-        return Recipe("ls", run, reads, parts=ALL_GROUPS)
-    return Recipe("ls", run, reads + ALL_GROUPS, parts=STORED)
+        return Recipe("ls", act, reads, parts=ALL_GROUPS, **cost)
+    return Recipe("ls", act, reads + ALL_GROUPS, parts=STORED, **cost)
 
 
 # -- ZA moves ------------------------------------------------------------------------------------
@@ -249,29 +255,27 @@ def mova(m, ins: Instruction) -> Recipe:
     vector = m.state.zv[esize][f["zd" if to_vector else "zn"]]
     active = m.state.p[f["pg"], ::esize]
 
-    def run():
+    def act(ins):
         view = current()
         if to_vector:
             vector[active] = view[active]
         else:
             view[active] = vector[active]
-        return m.za_work()
     z, p = f"z{f['zd' if to_vector else 'zn']}", f"p{f['pg']}"
     if to_vector:
-        return Recipe("mx", run, tiles + wv + (p,), (z,))
-    return Recipe("mx", run, wv + (p, z), parts=tiles)
+        return Recipe("mx", act, tiles + wv + (p,), (z,), **m.za_move)
+    return Recipe("mx", act, wv + (p, z), parts=tiles, **m.za_move)
 
 
 def zero(m, ins: Instruction) -> Recipe:
     mask = ins.fields["mask"]
     tiles = [m.state.tile(8, k) for k in range(8) if mask >> k & 1]
 
-    def run():
+    def act(ins):
         for view in tiles:
             view[...] = 0
-        return m.za_work()
-    return Recipe("mx", run, writes=tuple(sorted({g for k in range(8) if mask >> k & 1
-                                                  for g in groups(8, k)})))
+    return Recipe("mx", act, writes=tuple(sorted({g for k in range(8) if mask >> k & 1
+                                                 for g in groups(8, k)})), **m.za_move)
 
 
 # -- control -------------------------------------------------------------------------------------
@@ -279,7 +283,7 @@ def zero(m, ins: Instruction) -> Recipe:
 def smstart(m, ins: Instruction) -> Recipe:
     a, st = ins.form.attrs, m.state
 
-    def run():
+    def act(ins):
         if a["sm"] and st.sm != a["start"]:
             st.reset_vectors()   # Arm ARM: changing PSTATE.SM zeroes Z, P and FFR
             st.sm = a["start"]
@@ -287,32 +291,30 @@ def smstart(m, ins: Instruction) -> Recipe:
             if a["start"] and not st.za_enabled:
                 st.za[...] = 0   # enabling ZA zeroes it
             st.za_enabled = a["start"]
-        return Work(m.cost.smstart_cycles)
     state = tuple(f"z{i}" for i in range(32)) + tuple(f"p{i}" for i in range(16)) + MEMORY \
         if a["sm"] else ()
     # a barrier for the state it changes
-    return Recipe("ctl", run, writes=state + (ALL_GROUPS if a["za"] else ()))
+    return Recipe("ctl", act, writes=state + (ALL_GROUPS if a["za"] else ()),
+                  cycles=m.timing.smstart_cycles)
 
 
 def fpcr_move(m, ins: Instruction) -> Recipe:
     st = m.state
     n, regs = xreg(ins, "rt")
     if ins.op == "mrs_fpcr":
-        def run():
+        def read(ins):
             st.set_reg(n, st.fpcr)
-            return m.scalar_work()
-        return Recipe("ctl", run, ("fpcr",), regs)
+        return Recipe("ctl", read, ("fpcr",), regs, **m.scalar)
     known = FPCR.encode(**{k: (1 << FPCR.fields[k].width) - 1 for k in FPCR.fields})
 
-    def run():
+    def write(ins):
         value = st.reg(n) & known
         if not m.params.feat_afp:
             value &= ~FPCR.encode(AH=1, FIZ=1, NEP=1)
         if not m.params.feat_ebf16:
             value &= ~FPCR.encode(EBF=1)
         st.fpcr = value
-        return m.scalar_work()
-    return Recipe("ctl", run, regs, ("fpcr",) + ALL_GROUPS)
+    return Recipe("ctl", write, regs, ("fpcr",) + ALL_GROUPS, **m.scalar)
 
 
 def _pattern_count(pattern: int, elements: int) -> int:
@@ -336,10 +338,9 @@ def ptrue(m, ins: Instruction) -> Recipe:
     esize = 1 << f["size"]
     count = _pattern_count(f["pattern"], m.state.svl_bytes // esize)
 
-    def run():
+    def act(ins):
         m.state.set_predicate(f["pd"], esize, count)
-        return m.predicate_work()
-    return Recipe("ctl", run, writes=(f"p{f['pd']}",))
+    return Recipe("ctl", act, writes=(f"p{f['pd']}",), **m.predicate)
 
 
 def whilelt(m, ins: Instruction) -> Recipe:
@@ -352,11 +353,10 @@ def whilelt(m, ins: Instruction) -> Recipe:
     def signed(v):
         return v - (1 << bits) if v >> (bits - 1) else v
 
-    def run():
+    def act(ins):
         count = max(0, min(elements, signed(st.reg(k, bits)) - signed(st.reg(n, bits))))
         st.set_predicate(f["pd"], esize, count)
-        return m.predicate_work()
-    return Recipe("ctl", run, rn + rm, (f"p{f['pd']}",))
+    return Recipe("ctl", act, rn + rm, (f"p{f['pd']}",), **m.predicate)
 
 
 def movw(m, ins: Instruction) -> Recipe:
@@ -366,15 +366,14 @@ def movw(m, ins: Instruction) -> Recipe:
     value = f["imm16"] << shift
     n, regs = xreg(ins, "rd")
 
-    def run():
+    def act(ins):
         if opc == "movz":
             st.set_reg(n, value, bits)
         elif opc == "movn":
             st.set_reg(n, ~value, bits)
         else:
             st.set_reg(n, st.reg(n, bits) & ~(0xFFFF << shift) | value, bits)
-        return m.scalar_work()
-    return Recipe("ctl", run, regs if opc == "movk" else (), regs)
+    return Recipe("ctl", act, regs if opc == "movk" else (), regs, **m.scalar)
 
 
 def addsub(m, ins: Instruction) -> Recipe:
@@ -385,10 +384,9 @@ def addsub(m, ins: Instruction) -> Recipe:
     d, wd = xreg(ins, "rd")
     n, rn = xreg(ins, "rn")
 
-    def run():
+    def act(ins):
         st.set_reg(d, st.reg(n, bits) + imm, bits)
-        return m.scalar_work()
-    return Recipe("ctl", run, rn, wd)
+    return Recipe("ctl", act, rn, wd, **m.scalar)
 
 
 SEMANTICS = {"mopa": mopa, "ld1_z": ld1_z, "st1_z": st1_z, "ld1_za": ld1_za, "st1_za": st1_za,

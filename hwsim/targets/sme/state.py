@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from hwsim.isa.fields import Field, Reserved, Word
@@ -58,10 +60,23 @@ class SmeState:
         self.za_enabled = False
         self.fpcr = 0
         self.mem = AddressSpace("mem", mem_size)
+        self._views()
+
+    def _views(self) -> None:
         self.zv = {s: self.z.view(t) for s, t in ELEMENT_TYPES.items()}
         self.za_typed = {s: self.za.view(t) for s, t in ELEMENT_TYPES.items()}
         self.tiles = {(s, t): self.za[t::s].view(ELEMENT_TYPES[s])
                       for s in ELEMENT_TYPES for t in range(s)}
+
+    def __deepcopy__(self, memo):
+        """A copy whose typed views look at its own arrays (a copied view would not)."""
+        other = SmeState.__new__(SmeState)
+        memo[id(self)] = other
+        for name, value in vars(self).items():
+            if name not in ("zv", "za_typed", "tiles"):
+                setattr(other, name, copy.deepcopy(value, memo))
+        other._views()
+        return other
 
     def tile(self, esize: int, tile: int) -> np.ndarray:
         """The live (dim x dim) view of tile ``ZA<tile>`` with ``esize``-byte elements."""

@@ -43,7 +43,6 @@ from hwsim.targets.gap9 import tosa_int as ti
 from hwsim.targets.gap9.kernels import run_rescale
 from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
 from hwsim.targets.sme import layouts
-from hwsim.timing.engine import Work
 
 INTS = ("i8", "i16", "i32")
 FLOAT = ("f32", "bf16")
@@ -400,27 +399,39 @@ def bind(op: VecOp, space) -> Bound:
     return Bound(routine, tensors, attrs, op)
 
 
-def execute(bound: Bound, machine) -> Work:
-    """Run ``bound`` now: read its inputs, compute (unless the run is timing only), cost; its
-    outputs land when it ends."""
-    space, t = machine.state.mem, machine.timing
+@dataclass(frozen=True)
+class Cost:
+    """A routine on the ``vec`` unit: its cycles and latency, and the bytes it loads and
+    stores through the machine's ports."""
+
+    cycles: int
+    latency: int
+    loaded: int
+    stored: int
+
+
+def cost(bound: Bound, t, svl_bytes: int) -> Cost:
     routine, tensors, attrs = bound.routine, bound.tensors, bound.attrs
-    outputs = {}
-    if machine.engine.numerics:
-        values = {n: read(space, r) for n, r in tensors.items() if routine.args[n].kind == "in"}
-        with np.errstate(all="ignore"):
-            outputs = routine.run(values, attrs, tensors)
-    vectors = routine.work(tensors, attrs, machine.state.svl_bytes)
+    vectors = routine.work(tensors, attrs, svl_bytes)
     ops = routine.ops(tensors, attrs) if callable(routine.ops) else routine.ops
     alu = getattr(t, ops) if ops else 0
     cycles = max(1, math.ceil(vectors * alu * t.ssve_cycles_per_op))
     loaded = routine.loads(tensors, attrs) if routine.loads else sum(
         r.nbytes for n, r in tensors.items() if routine.args[n].kind == "in")
     stored = sum(r.nbytes for n, r in tensors.items() if routine.args[n].kind == "out")
+    return Cost(cycles, max(0, t.ssve_latency_cycles - t.ssve_cycles_per_op), loaded, stored)
+
+
+def start(bound: Bound, space):
+    """Run ``bound`` now: read its inputs and compute; the returned commit stores its outputs
+    (they land when it ends)."""
+    routine, tensors, attrs = bound.routine, bound.tensors, bound.attrs
+    values = {n: read(space, r) for n, r in tensors.items() if routine.args[n].kind == "in"}
+    with np.errstate(all="ignore"):
+        outputs = routine.run(values, attrs, tensors)
     data = {n: encode(np.asarray(v).reshape(-1), tensors[n].dtype) for n, v in outputs.items()}
 
     def commit() -> None:
         for name, raw in data.items():
             space.store(tensors[name].addr, raw)
-    return Work(cycles, max(0, t.ssve_latency_cycles - t.ssve_cycles_per_op),
-                machine.vector_transfers(loaded, stored), commit=commit if data else None)
+    return commit if data else None
