@@ -1,6 +1,6 @@
 """Sweeps on real Dask components: a LocalCluster of 2 worker processes, a separate
 ``dask scheduler`` and ``dask worker`` on loopback reached with ``--scheduler``, and a sweep
-killed twice (SIGKILL, then SIGTERM) and finished by a third run. Every row must equal the
+killed (SIGKILL), stopped (SIGTERM) and finished by a third run. Every row must equal the
 single-process ``hwsim.estimate`` of its point, and no point may be computed twice."""
 
 import json
@@ -91,9 +91,10 @@ def dask_cluster(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     folder = tmp_path_factory.mktemp("cluster")
     address_file = folder / "scheduler.json"
-    started = [subprocess.Popen([sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                 "--no-dashboard", "--scheduler-file", str(address_file)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    started = [subprocess.Popen(
+        [sys.executable, "-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--no-dashboard", "--scheduler-file", str(address_file)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
         deadline = time.monotonic() + 60
         while not address_file.exists() or not address_file.read_text():
@@ -107,7 +108,7 @@ def dask_cluster(tmp_path_factory):
         yield address
     finally:
         for process in reversed(started):
-            process.terminate()
+            process.kill()
             process.wait(timeout=30)
 
 
@@ -115,8 +116,8 @@ def test_a_running_cluster_gives_the_same_rows(local, dask_cluster, tmp_path, ca
     out = tmp_path / "kws.parquet"
     assert main(["sweep", str(EXAMPLE), "-o", str(out), "--scheduler", dask_cluster]) == 0
     assert capsys.readouterr().out.startswith(
-        f"{out}: 24 points (0 reused from {tmp_path / 'kws.points.jsonl'}, 24 computed, "
-        "6 failed)")
+        f"{out}: 24 points, 6 failed (0 reused from {tmp_path / 'kws.points.jsonl'}, "
+        "24 computed)")
     import pandas as pd
     remote, points = pd.read_parquet(out), local[0]
     columns = [c for c in points.columns if c != "wall_s"]
@@ -142,13 +143,15 @@ def _wait_for(store: Path, count: int, process: subprocess.Popen) -> None:
 
 
 def test_a_killed_sweep_resumes_without_computing_a_point_twice(dask_cluster, tmp_path):
-    """Killed (SIGKILL, the command and its local workers), stopped (SIGTERM), then finished
-    on the running cluster: the store holds each point once, and the table is complete."""
+    """Killed (SIGKILL to the command and its local workers), resumed on the running cluster
+    and stopped (SIGTERM), then finished there: each point is in the store once, and the
+    table is complete."""
     spec = tmp_path / "grid.toml"
     spec.write_text(f'models = ["{MODEL}"]\ntargets = ["gap9"]\nweight_bits = [4, 8]\n'
                     '[params]\n"gap9.l1_size" = [65536, 131072]\n'
-                    '"gap9.mram_bytes_per_cycle" = [2, 4, 8]\n')
-    total = 12
+                    '"gap9.mram_bytes_per_cycle" = [2, 4, 8]\n'
+                    '"gap9.l2_bytes_per_cycle" = [4, 8]\n')
+    total = 24
     out, store = tmp_path / "grid.csv", tmp_path / "grid.points.jsonl"
     first = _run(spec, out, "--workers", "1")
     _wait_for(store, 2, first)
@@ -156,9 +159,9 @@ def test_a_killed_sweep_resumes_without_computing_a_point_twice(dask_cluster, tm
     first.wait()
     after_kill = len(_lines(store))
 
-    second = _run(spec, out, "--workers", "1")
+    second = _run(spec, out, "--scheduler", dask_cluster)
     _wait_for(store, after_kill + 2, second)
-    second.send_signal(signal.SIGTERM)                 # a clean stop: the cluster closes
+    second.send_signal(signal.SIGTERM)
     _, err = second.communicate(timeout=60)
     assert second.returncode == 130, err
     after_term = len(_lines(store))
@@ -168,8 +171,8 @@ def test_a_killed_sweep_resumes_without_computing_a_point_twice(dask_cluster, tm
     third = _run(spec, out, "--scheduler", dask_cluster)
     stdout, err = third.communicate(timeout=300)
     assert third.returncode == 0, err
-    assert stdout.startswith(f"{out}: {total} points ({after_term} reused from {store}, "
-                             f"{total - after_term} computed, 0 failed)")
+    assert stdout.startswith(f"{out}: {total} points, 0 failed ({after_term} reused from "
+                             f"{store}, {total - after_term} computed)")
     keys = [json.loads(line)["key"] for line in _lines(store)]
     assert len(keys) == len(set(keys)) == total        # every point computed exactly once
     import pandas as pd

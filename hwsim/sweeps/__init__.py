@@ -26,10 +26,13 @@ class Outcome:
 
     spec: Spec
     rows: list          # [(Point, record)] in spec order
-    reused: int
-    computed: int
-    failed: int
+    reused: int         # points found finished in the store
+    computed: int       # points run this time
     store: Path | None
+
+    @property
+    def failed(self) -> int:
+        return sum(record["status"] != "ok" for _, record in self.rows)
 
     def points(self):
         from hwsim.sweeps.table import points_frame
@@ -49,16 +52,16 @@ def run(spec, workers: int | None = None, scheduler: str | None = None,
     spec = spec if isinstance(spec, Spec) else read_spec(spec)
     points = spec.points()
     results = Store(store)
-    todo = [p for p in points if results.records.get(p.key, {"lost": True}).get("lost")]
+    todo = [p for p in points if not results.finished(p.key)]
     bar = ProgressBar(len(points), len(points) - len(todo)) if progress else None
     try:
-        computed, failed = compute(todo, results, workers, scheduler, bar)
+        computed = compute(todo, results, workers, scheduler, bar)
     finally:
         results.close()
         if bar is not None:
             bar.close()
     return Outcome(spec, [(p, results.records[p.key]) for p in points],
-                   len(points) - len(todo), computed, failed, results.path)
+                   len(points) - len(todo), computed, results.path)
 
 
 def sweep(spec_or_path, workers: int | None = None, scheduler: str | None = None,

@@ -58,18 +58,16 @@ def cmd_sweep(args) -> int:
     try:
         outcome = run(spec, args.workers, args.scheduler, store, progress=True)
     except KeyboardInterrupt:
-        points = spec.points()
-        kept = Store(store).records
-        done = sum(p.key in kept and not kept[p.key].get("lost") for p in points)
+        points, kept = spec.points(), Store(store)
+        done = sum(kept.finished(p.key) for p in points)
         print(f"hwsim: interrupted: {done} of {len(points)} points finished are in {store}; "
               "run the same command again to finish", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
     write_table(outcome.points(), output)
-    print(f"{output}: {len(outcome.rows)} points ({outcome.reused} reused from {store}, "
-          f"{outcome.computed} computed, {outcome.failed} failed) in "
-          f"{time.perf_counter() - start:.1f} s")
+    print(f"{output}: {len(outcome.rows)} points, {outcome.failed} failed ({outcome.reused} reused "
+          f"from {store}, {outcome.computed} computed) in {time.perf_counter() - start:.1f} s")
     if args.layers:
         path = layers_path(output)
         write_table(outcome.layers(), path)

@@ -28,11 +28,11 @@ def cores() -> int:
 
 
 def compute(points: list, store, workers: int | None = None, scheduler: str | None = None,
-            progress=None) -> tuple[int, int]:
-    """Run ``points`` (none of them in the store yet) and append their records to ``store``;
-    returns (computed, failed). ``progress(computed, failed)`` after each point."""
+            progress=None) -> int:
+    """Run ``points`` (none of them in the store yet), append their records to ``store`` and
+    return how many finished; ``progress(computed, failed)`` after each point."""
     if not points:
-        return 0, 0
+        return 0
     from distributed import as_completed
     computed = errors = 0
     with _client(workers, scheduler) as client:
@@ -52,7 +52,7 @@ def compute(points: list, store, workers: int | None = None, scheduler: str | No
                     progress(computed, errors)
         finally:
             client.cancel(list(futures))
-    return computed, errors
+    return computed
 
 
 def _identity(point) -> dict:
@@ -78,8 +78,14 @@ def _client(workers: int | None, scheduler: str | None):
     workers = cores() if workers is None else workers
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ConfigError(f"workers: expected a whole number >= 1, found {workers!r}")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    try:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+    except RuntimeError as exc:
+        # worker processes start by importing the caller's main module (multiprocessing spawn)
+        raise ConfigError(f"cannot start {workers} local Dask worker process(es): {exc} (a "
+                          "script must call hwsim.sweep under if __name__ == '__main__':)") \
+            from None
     try:
         with Client(cluster) as client:
             yield client

@@ -9,7 +9,7 @@ to the working directory)::
     weight_bits = [4, 8]       # optional, default [8]; every target must accept each value
     numerics = false           # optional, default false: timing only
     [params]                   # TARGET.PARAM as `hwsim targets NAME --all` lists them
-    "gap9.l1_size" = [32768, 131072]
+    "gap9.l1_size" = [65536, 131072]
     "gap9.l2_bytes_per_cycle" = [4, 8]
 
 Every value is checked by its parameter's own table (``ParamSet.set``: the name, the type and

@@ -46,6 +46,11 @@ class Store:
             with open(self.path, "r+b") as fh:
                 fh.truncate(complete)
 
+    def finished(self, key: str) -> bool:
+        """Whether the point ``key`` needs no run: its record is here and its task was not
+        lost."""
+        return key in self.records and not self.records[key].get("lost")
+
     def append(self, record: dict) -> None:
         self.records[record["key"]] = record
         if self.path is None:
