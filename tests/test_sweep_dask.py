@@ -76,6 +76,11 @@ def test_a_local_cluster_sweep_equals_single_process_estimates(local):
         (p.weight_bits, *dict(p.params).values()) for p in spec.points()]
     assert same(results(points), expected(spec))
     assert (points["status"] == "error").sum() == 6            # the 4 KiB L1 points
+    cycles = {(r[0], r[1], r[2]): r[3] for r in points[[
+        "weight_bits", "gap9.l1_size", "gap9.mram_bytes_per_cycle", "cycles"]].itertuples(
+        index=False)}                                           # as docs/sweeps.md shows
+    assert [cycles[4, 49152, 2.0], cycles[4, 65536, 8.0], cycles[8, 49152, 8.0],
+            cycles[8, 131072, 8.0]] == [132975, 130026, 150555, 149322]
     ok = points[points["status"] == "ok"]
     per_point = layers.groupby(["weight_bits", "gap9.l1_size", "gap9.mram_bytes_per_cycle"])
     assert len(per_point) == len(ok) and len(layers) == 26 * len(ok)

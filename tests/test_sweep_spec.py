@@ -229,3 +229,11 @@ def test_plot_draws_the_front_and_checks_its_output_first(tmp_path, capsys):
     assert "no column 'gap9.l2_size'; it has target, gap9.l1_size" in capsys.readouterr().err
     assert main(["plot", str(table), "--x", "target", "--y", "cycles", "-o", str(out)]) == 2
     assert "column 'target' is not numeric" in capsys.readouterr().err
+
+
+def test_cluster_arguments_are_checked_before_a_cluster_starts(tmp_path):
+    spec = read_spec(spec_file(tmp_path, GOOD))
+    with pytest.raises(ConfigError, match="workers: expected a whole number >= 1, found 0"):
+        hwsim.sweep(spec, workers=0)
+    with pytest.raises(ConfigError, match="give either a scheduler address or a number"):
+        hwsim.sweep(spec, workers=2, scheduler="tcp://127.0.0.1:8786")

@@ -14,7 +14,7 @@ import logging
 import os
 
 from hwsim.errors import ConfigError
-from hwsim.sweeps.worker import failed, hwsim_version, run_point
+from hwsim.sweeps.worker import error_record, hwsim_version, run_point
 
 CONNECT_TIMEOUT_S = 10
 WORKER_WAIT_S = 30
@@ -31,6 +31,7 @@ def compute(points: list, store, workers: int | None = None, scheduler: str | No
             progress=None) -> int:
     """Run ``points`` (none of them in the store yet), append their records to ``store`` and
     return how many finished; ``progress(computed, failed)`` after each point."""
+    _check(workers, scheduler)
     if not points:
         return 0
     from distributed import as_completed
@@ -43,7 +44,7 @@ def compute(points: list, store, workers: int | None = None, scheduler: str | No
                 try:
                     record = future.result()
                 except Exception as exc:    # the task, not the estimate: run it again next time
-                    record = {**failed(f"{type(exc).__name__}: {exc}"), "wall_s": None,
+                    record = {**error_record(f"{type(exc).__name__}: {exc}"), "wall_s": None,
                               "lost": True}
                 store.append({"key": point.key, "point": _identity(point), **record})
                 computed += 1
@@ -62,6 +63,15 @@ def _identity(point) -> dict:
             "params": dict(point.params)}
 
 
+def _check(workers: int | None, scheduler: str | None) -> None:
+    if scheduler and workers is not None:
+        raise ConfigError("workers: a running cluster has its own workers; give either a "
+                          "scheduler address or a number of local workers")
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool)
+                                or workers < 1):
+        raise ConfigError(f"workers: expected a whole number >= 1, found {workers!r}")
+
+
 @contextlib.contextmanager
 def _client(workers: int | None, scheduler: str | None):
     try:
@@ -69,15 +79,10 @@ def _client(workers: int | None, scheduler: str | None):
     except ImportError:
         raise ConfigError("sweeps need dask distributed: pip install 'hwsim[sweep]'") from None
     if scheduler:
-        if workers is not None:
-            raise ConfigError("workers: a running cluster has its own workers; give either "
-                              "a scheduler address or a number of local workers")
         with _connect(Client, scheduler) as client:
             yield client
         return
     workers = cores() if workers is None else workers
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ConfigError(f"workers: expected a whole number >= 1, found {workers!r}")
     try:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None, silence_logs=logging.ERROR)

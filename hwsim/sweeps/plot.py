@@ -29,8 +29,9 @@ def pareto_front(x, y) -> np.ndarray:
     return front
 
 
-def finished(frame, columns: list[str], path) -> "object":
-    """The rows to draw: status ok, the named columns present, numeric and not empty."""
+def finished(frame, columns: list[str], path):
+    """The rows of ``frame`` to draw: status ok, with the named columns (x, y and the colour)
+    present, x and y numeric and not empty."""
     for name in columns:
         if name not in frame.columns:
             raise ConfigError(f"{path}: no column {name!r}; it has {', '.join(frame.columns)}")

@@ -60,10 +60,9 @@ def points_frame(spec, rows: list):
     """The point table of ``rows`` [(point, record)] in spec order."""
     pd = pandas()
     levels = _levels(record for _, record in rows)
-    columns = {name: [] for name in _identity(spec)}
-    for name in ("cycles", "seconds", "macs", *(f"bytes_{lv}" for lv in levels),
-                 "status", "error", "wall_s"):
-        columns[name] = []
+    columns = {name: [] for name in (*_identity(spec), "cycles", "seconds", "macs",
+                                     *(f"bytes_{lv}" for lv in levels), "status", "error",
+                                     "wall_s")}
     for point, record in rows:
         _identify(columns, spec, point)
         for name in ("cycles", "seconds", "macs", "status", "error", "wall_s"):

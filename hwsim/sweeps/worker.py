@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from pathlib import Path
 
 from hwsim.errors import HwsimError
 
@@ -41,14 +42,15 @@ def run_point(point) -> dict:
                   "bytes": {level: t["bytes"] for level, t in report.totals["levels"].items()},
                   "layers": [_layer(row) for row in report.layers]}
     except HwsimError as exc:
-        record = failed(str(exc))
+        record = error_record(str(exc))
     except Exception as exc:   # a bug in hwsim: the sweep goes on, the row names the exception
-        record = failed(f"{type(exc).__name__}: {exc}")
+        record = error_record(f"{type(exc).__name__}: {exc}")
     record["wall_s"] = time.perf_counter() - start
     return record
 
 
-def failed(message: str) -> dict:
+def error_record(message: str) -> dict:
+    """A failed point's record, its message on one line."""
     return {"status": "error", "error": " ".join(message.split()), "cycles": None,
             "seconds": None, "macs": None, "bytes": {}, "layers": []}
 
@@ -59,7 +61,7 @@ def _graph(model):
         from hwsim.errors import ConfigError
         from hwsim.tosa import load_graph
         try:
-            data = open(model.path, "rb").read()
+            data = Path(model.path).read_bytes()
         except OSError as exc:
             raise ConfigError(f"{model.text}: cannot read {model.path} on this worker "
                               f"({exc.strerror})") from None
