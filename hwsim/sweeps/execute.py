@@ -84,8 +84,9 @@ def _client(workers: int | None, scheduler: str | None):
         return
     workers = cores() if workers is None else workers
     try:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
+        with _workers_ignore_sigint():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=logging.ERROR)
     except RuntimeError as exc:
         # worker processes start by importing the caller's main module (multiprocessing spawn)
         raise ConfigError(f"cannot start {workers} local Dask worker process(es): {exc} (a "
@@ -96,6 +97,24 @@ def _client(workers: int | None, scheduler: str | None):
             yield client
     finally:
         cluster.close()
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint():
+    """Start the local workers with SIGINT ignored (a disposition that survives exec, and then
+    Python installs no KeyboardInterrupt handler): Ctrl-C on a terminal reaches the whole
+    process group, and the client, not each worker with its traceback, shuts the cluster down.
+    A Ctrl-C while the workers start is lost; the next one stops the sweep."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
