@@ -144,7 +144,7 @@ def _wait_for(store: Path, count: int, process: subprocess.Popen) -> None:
     while len(_lines(store)) < count:
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "the sweep made no progress"
-        time.sleep(0.02)
+        time.sleep(0.005)
 
 
 def test_a_killed_sweep_resumes_without_computing_a_point_twice(dask_cluster, tmp_path):

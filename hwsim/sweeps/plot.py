@@ -52,6 +52,10 @@ def plot(frame, x: str, y: str, output: str | Path, color: str | None = None,
     return the rows on the front, sorted by ``x``."""
     from hwsim.schedule.plot import require
     from hwsim.traces.files import atomic_open
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError("hwsim plot needs matplotlib: pip install 'hwsim[plot]'") from None
     plt = require()
     front = pareto_front(frame[x], frame[y])
     fig, ax = plt.subplots(figsize=(8, 5.5))

@@ -141,7 +141,8 @@ def _validate(data: dict, origin: str, text: str, base: Path) -> Spec:
 
 
 def _strings(value, where: str) -> list[str]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: expected a non-empty list of strings, found {value!r}")
     if len(set(value)) < len(value):
         raise ConfigError(f"{where}: {value!r} lists an entry twice")
@@ -179,7 +180,7 @@ def _check_modes(value, targets: tuple, where: str) -> tuple:
 
 def _weight_bits(value, targets: tuple, where: str) -> tuple:
     from hwsim.schedule import lowering
-    if not isinstance(value, list) or not value or not all(
+    if not isinstance(value, (list, tuple)) or not value or not all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ConfigError(f"{where}: expected a non-empty list of integers, found {value!r}")
     if len(set(value)) < len(value):
@@ -205,7 +206,7 @@ def _values(key: str, values, targets: tuple, origin: str) -> tuple:
     if target not in targets:
         raise ConfigError(f"{where}: target {target!r} is not in targets "
                           f"({', '.join(targets)})")
-    values = values if isinstance(values, list) else [values]
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
     if not values:
         raise ConfigError(f"{where}: expected at least one value")
     table = machine_class(target).PARAMS.defaults()
