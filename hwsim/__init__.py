@@ -6,6 +6,7 @@
     result = m.run("examples/hmx/basic_multiply.trace")
     print(result.cycles, result.seconds, result.stats["units"])
     report = hwsim.estimate("model.tflite", "gap9", check=True)   # per-layer cycles, verdicts
+    table = hwsim.sweep("examples/sweeps/gap9_kws.toml", workers=2)  # a pandas DataFrame
 """
 
 from hwsim.targets import machine, targets
@@ -27,4 +28,13 @@ def estimate(model, target: str = "gap9", **options):
     return run(model, target, **options)
 
 
-__all__ = ["machine", "targets", "load_graph", "estimate", "__version__"]
+def sweep(spec_or_path, workers: int | None = None, scheduler: str | None = None,
+          layers: bool = False, **options):
+    """Run a design-space sweep (a TOML spec's path, or the same data as a dict) on Dask and
+    return one row per point as a pandas DataFrame, or (points, layers) with ``layers``;
+    options as ``hwsim.sweeps.sweep`` (docs/sweeps.md)."""
+    from hwsim.sweeps import sweep as run
+    return run(spec_or_path, workers, scheduler, layers, **options)
+
+
+__all__ = ["machine", "targets", "load_graph", "estimate", "sweep", "__version__"]

@@ -173,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_model_commands(sub)
     from hwsim.schedule.cli import register as register_schedule_commands
     register_schedule_commands(sub)
+    from hwsim.sweeps.cli import register as register_sweep_commands
+    register_sweep_commands(sub)
     return parser
 
 

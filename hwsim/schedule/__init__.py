@@ -96,15 +96,28 @@ def _no_cycle_collection():
 
 
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
-            params: dict | None = None, numerics: bool = True):
+            params: dict | None = None, numerics: bool = True, cache: dict | None = None):
     """Load, check, fuse and lower: (graph, name, lowering, options, machine, run parameters,
-    layers, lowered program)."""
+    layers, lowered program). ``cache``: see ``estimate``."""
+    if cache is not None and (numerics or not isinstance(model, Graph)):
+        # a program may hold the memories of the machine it was lowered for (HMX's DMA
+        # copies): only a timing-only run, which moves no data, can reuse it on a fresh machine
+        raise ConfigError("a lowering cache is for timing-only estimates (numerics=False) of "
+                          "a loaded graph (hwsim.load_graph)")
     graph, name = _graph(model)
     low = lowering(target)
     options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
+    machine, run_params = _machine(low, options.params)
+    # the lowerings read the graph, the mode, the weight bits and the machine's architectural
+    # parameters (memory sizes and bases, SME's vector length), never a timing parameter
+    key = (graph, target, options.mode, options.weight_bits,
+           tuple((row.name, value) for row, value, _ in machine.params.rows()
+                 if row.kind == "arch"))
+    if cache is not None and key in cache:
+        graph, layers, lowered = cache[key]
+        return graph, name, low, options, machine, run_params, layers, lowered
     rewritten = low.rewrite(graph, options)
     graph = rewritten.graph
-    machine, run_params = _machine(low, options.params)
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)
     lowered.rewritten = rewritten
@@ -112,6 +125,8 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
         if layer.name in rewritten.notes:
             lowered.notes[layer.index] = rewritten.notes[layer.name] + lowered.notes.get(
                 layer.index, [])
+    if cache is not None:
+        cache[key] = graph, layers, lowered
     return graph, name, low, options, machine, run_params, layers, lowered
 
 
@@ -127,28 +142,31 @@ def _feeds(graph: Graph, lowered: Lowered, inputs) -> dict:
 def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bits: int = 8,
              params: dict | None = None, check: bool = False, inputs=None,
              numerics: bool = True, progress=None, name: str | None = None,
-             engine: str | None = None) -> Report:
+             engine: str | None = None, cache: dict | None = None) -> Report:
     """Lower ``model`` (a Graph or a model file) onto ``target``, run it and report per layer.
     ``mode``: the lowering's numeric mode; ``weight_bits``: requantise weights (2..8);
     ``params``: machine parameter overrides; ``check``: judge every layer against the TOSA
     reference (needs ``numerics``); ``inputs``: the model input (default: a fixed random
     sample); ``numerics=False``: timing only; ``progress(ops, cycle)``: called while running;
-    ``engine``: ``compiled`` (default) or ``simpy`` (the reference twin, identical results)."""
+    ``engine``: ``compiled`` (default) or ``simpy`` (the reference twin, identical results);
+    ``cache``: a dict that keeps lowered programs between timing-only calls on the same Graph
+    object (a call that differs only in timing parameters reuses the lowering on a fresh
+    machine)."""
     if check and not numerics:
         raise ConfigError("--check needs the datapaths: drop --no-numerics")
     with _no_cycle_collection():
         return _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
-                         progress, name, engine)
+                         progress, name, engine, cache)
 
 
 def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics, progress,
-              name, engine) -> Report:
+              name, engine, cache) -> Report:
     from hwsim.schedule.check import check as judge
     from hwsim.schedule.run import attribute, simulate
     wall = {}
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
-        model, target, mode, weight_bits, params, numerics)
+        model, target, mode, weight_bits, params, numerics, cache)
     feeds = _feeds(graph, lowered, inputs)
     wall["lower"] = time.perf_counter() - start
     sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine)

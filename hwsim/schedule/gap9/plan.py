@@ -51,7 +51,7 @@ class Root:
 class Plan:
     roots: dict = field(default_factory=dict)        # root name -> Root
     root_of: dict = field(default_factory=dict)      # tensor name -> root name
-    resident: set = field(default_factory=set)
+    resident: dict = field(default_factory=dict)   # an ordered set: iteration is reproducible
     tilings: dict = field(default_factory=dict)      # layer -> Tiling
     prefetch: set = field(default_factory=set)       # layers whose constants are prefetched
     l1: dict = field(default_factory=dict)           # buffer name -> address
@@ -131,7 +131,8 @@ def _votes(root: str, readers: dict, plan: Plan) -> int:
 # -- 3./4./5. residency, tiles, L1 addresses ----------------------------------------------------
 def _fit_l1(works: list[Work], plan: Plan, capacity: int) -> None:
     active = [w for w in works if not w.view]
-    plan.resident = {r.name for r in plan.roots.values() if not r.io and r.size <= capacity // 2}
+    plan.resident = {r.name: None for r in plan.roots.values()
+                     if not r.io and r.size <= capacity // 2}
     plan.prefetch = {w.layer.index for w in active[1:]}
     shrink = {w.layer.index: 1.0 for w in active}
     for _ in range(ATTEMPTS):
@@ -169,7 +170,7 @@ def _choose_tilings(active: list[Work], plan: Plan, capacity: int, shrink: dict)
             plan.tilings[i] = tiling
             continue
         if live:
-            plan.resident.discard(max(live, key=lambda r: r.size).name)
+            plan.resident.pop(max(live, key=lambda r: r.size).name)
         elif reserve:
             plan.prefetch.discard(nxt.layer.index)
         else:
@@ -224,7 +225,7 @@ def _make_room(buffer: Buffer, active: list[Work], plan: Plan, shrink: dict) -> 
     live = [plan.roots[r] for r in plan.resident
             if plan.roots[r].first <= buffer.last and buffer.first <= plan.roots[r].last]
     if live:
-        plan.resident.discard(max(live, key=lambda r: r.size).name)
+        plan.resident.pop(max(live, key=lambda r: r.size).name)
         return
     layer = int(buffer.name.split(":")[0])
     if buffer.name.endswith(":consts") and layer in plan.prefetch:
