@@ -40,7 +40,7 @@ BAD = [
     ('targets = ["gap9"]\n[params]\n"gap9.l1_size" = ["big"]\n', 4,
      "gap9.l1_size: parameter l1_size = 'big': expected int"),
     ('targets = ["gap9"]\n[params]\n"gap9.l1_size" = [65536, 1024]\n', 4,
-     "gap9.l1_size: parameter l1_size = 1024: expected >= 4096"),
+     "gap9.l1_size: parameter l1_size = 1024: expected 4,096..67,108,864 bytes"),
     ('targets = ["gap9"]\n[params]\n"gap9.ne16_timeline" = ["fast"]\n', 4,
      "parameter ne16_timeline = 'fast': expected one of state, job"),
     ('targets = ["gap9"]\n[params]\n"gap9.l1_size" = [65536, "64k"]\n', 4,
