@@ -33,7 +33,8 @@ from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge, statistics
-from hwsim.tosa.reference import ReferenceError, precise, run_graph
+from hwsim.tosa.fp64 import references
+from hwsim.tosa.reference import ReferenceError, run_graph
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
 
@@ -150,8 +151,8 @@ def _carried(ops: list) -> bool:
 
 
 def _float_verdicts(cases: list) -> dict:
-    """Verdicts of float layers (module docstring); the fp64 references and bounds of all of
-    them come from one precise reference run."""
+    """Verdicts of float layers (module docstring), with fp64 references and bounds computed
+    in-process (``hwsim.tosa.fp64``)."""
     verdicts, pending = {}, []
     for c in cases:
         exact = statistics(c.sim, c.golden, c.ops[-1].output.dtype)[0] == np.size(c.golden)
@@ -159,21 +160,9 @@ def _float_verdicts(cases: list) -> dict:
             verdicts[c.index] = judge(c.ops[-1], c.sim, c.golden)
         else:
             pending.append(c)
-    if not pending:
-        return verdicts
-    ops, inputs, names, values = [], [], {}, []
-    for c in pending:
-        layer = Layer(c.index, c.ops[:1])
-        layer_ops, layer_inputs, out = _copy(layer, f"P{c.index}")
-        ops += layer_ops
-        inputs += layer_inputs
-        values += [c.feeds[t.name] for t in layer.inputs]
-        names[c.index] = out
-    graph = Graph(ops, inputs, [t for op in ops for t in op.outputs], "precise")
-    bounds = precise(graph, dict(zip((t.name for t in inputs), values)))
-    for c in pending:
+    bounds = references([(c.ops[0], c.feeds) for c in pending])
+    for c, (ref, bnd) in zip(pending, bounds):
         first = c.ops[0]
-        ref, bnd = (np.asarray(a, np.float64) for a in bounds[names[c.index]])
         ref, bnd = _tail(c.ops, ref, bnd)
         shape = first.output.shape
         x = c.feeds.get(first.inputs[0].name) if first.inputs else None
