@@ -3,6 +3,8 @@ unchanged."""
 
 import json
 
+import numpy as np
+
 import pytest
 
 from tests.check_verdicts import CASES, FIXTURE, key, record
@@ -19,3 +21,57 @@ def test_check_verdicts(target, name, mode):
     assert found["outputs"] == expected["outputs"]
     for index, verdict in expected["layers"].items():
         assert found["layers"][index] == verdict, index
+
+
+def _layer_goldens(monkeypatch, graph, target, mode, perturb=()):
+    """(goldens as the check finds them, every layer run on its inputs, layers run again) of
+    ``graph``'s layers on ``target`` when the simulation gave the reference's own values,
+    except one element of each layer in ``perturb`` moved by one step."""
+    from hwsim.schedule import lowering
+    from hwsim.schedule.check import _goldens, goldens
+    from hwsim.tosa.models import sample_input
+    from hwsim.tosa.reference import goldens as every_tensor
+    low = lowering(target)
+    options = low.options(mode)
+    graph = low.rewrite(graph, options)
+    layers = low.layers(graph, options)
+    x = sample_input(graph)
+    whole = every_tensor(graph, x)
+    values = {layer.index: whole[layer.output.name].copy() for layer in layers}
+    for index in perturb:
+        flat = values[index].reshape(-1)
+        flat[0] = flat[0] + 1 if flat.dtype.kind == "i" and flat[0] < 100 else flat[0] * 0.5
+    producer = {layer.output.name: layer.index for layer in layers}
+    feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer else x
+                           for t in layer.inputs} for layer in layers}
+    rerun = []
+
+    def counted(some, given):
+        rerun.extend(layer.index for layer in some)
+        return goldens(some, given)
+
+    monkeypatch.setattr("hwsim.schedule.check.goldens", counted)
+    return _goldens(graph, layers, feeds, whole), goldens(layers, feeds), rerun, layers
+
+
+@pytest.mark.parametrize("name,dtype,target,mode", [("ds_cnn", "int8", "gap9", "exact"),
+                                                     ("resnet8", "fp32", "hmx", None)])
+def test_layer_goldens_come_from_the_whole_graph_run_unless_inputs_differ(monkeypatch, name,
+                                                                           dtype, target, mode):
+    """A layer whose inputs are the whole run's values takes its golden from that run; the
+    layers reading a perturbed output run again, together; every golden is what running each
+    layer on its inputs gives."""
+    from hwsim.tosa.models import model as synthetic
+    graph = synthetic(name, dtype=dtype, width=0.25)
+    found, separate, rerun, layers = _layer_goldens(monkeypatch, graph, target, mode)
+    assert rerun == [] and sorted(found) == [layer.index for layer in layers]
+    for index, value in separate.items():
+        assert found[index].dtype == value.dtype and np.array_equal(found[index], value)
+    hit = layers[2].index
+    found, separate, rerun, layers = _layer_goldens(monkeypatch, graph, target, mode,
+                                                    perturb=[hit])
+    readers = [layer.index for layer in layers
+               if layers[2].output.name in {t.name for t in layer.inputs}]
+    assert readers and rerun == readers
+    for index, value in separate.items():
+        assert found[index].tobytes() == value.tobytes(), index
