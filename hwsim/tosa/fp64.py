@@ -30,10 +30,12 @@ maxima of the bound is the binary's Eigen's to define), go to the binary (``refe
 
 from __future__ import annotations
 
+import functools
 from typing import Mapping
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+from threadpoolctl import ThreadpoolController
 
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.reference import precise
@@ -73,7 +75,8 @@ def _conv2d(op, x, w, b):
     def conv(x, w, b, fill=0.0):
         cols = _windows(x, kernel, op.stride, op.dilation, op.pad, fill)
         n, oh, ow = cols.shape[:3]
-        out = _product(cols.reshape(n * oh * ow, -1), w.reshape(w.shape[0], -1).T)
+        out = _product(cols.reshape(n * oh * ow, -1),
+                       np.ascontiguousarray(w.reshape(w.shape[0], -1).T))
         return out.reshape(n, oh, ow, -1) + b
 
     ref = conv(x, w, b)
@@ -91,8 +94,9 @@ def _depthwise(op, x, w, b):
     def conv(x, w, b):
         cols = _windows(x, (kh, kw), op.stride, op.dilation, op.pad)
         n, oh, ow = cols.shape[:3]
-        per_channel = cols.reshape(-1, kh * kw, c).transpose(2, 0, 1)      # [C, P, K]
-        out = _product(per_channel, w.reshape(kh * kw, c, m).transpose(1, 0, 2))  # [C,P,M]
+        per_channel = np.ascontiguousarray(cols.reshape(-1, kh * kw, c).transpose(2, 0, 1))
+        out = _product(per_channel, np.ascontiguousarray(
+            w.reshape(kh * kw, c, m).transpose(1, 0, 2)))                    # [C, P, M]
         return out.transpose(1, 0, 2).reshape(n, oh, ow, c * m) + b
 
     xa, wa, ba = _magnitudes(op, x, w, b)
@@ -205,11 +209,19 @@ def reference(op: Operator, values: Mapping[str, np.ndarray]) \
             np.asarray(bnd, np.float64).reshape(shape))
 
 
+@functools.cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()
+
+
 def references(items: list) -> list[tuple[np.ndarray, np.ndarray]]:
     """(fp64 reference, bound) of each (operator, its input values by name) in ``items``:
     in-process where ``reference`` covers it, the rest from one run of the reference model
-    binary in precise mode."""
-    found = [reference(op, values) for op, values in items]
+    binary in precise mode. BLAS runs on one thread: a layer's products are small, and
+    OpenBLAS's threads spinning against other processes made them 10-60x slower than one
+    thread on two loaded cores (measured)."""
+    with _blas().limit(limits=1, user_api="blas"):
+        found = [reference(op, values) for op, values in items]
     rest = [i for i, r in enumerate(found) if r is None]
     if rest:
         for i, pair in zip(rest, _precise([items[i] for i in rest])):
