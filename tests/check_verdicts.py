@@ -1,7 +1,7 @@
 """The per-layer verdicts of ``estimate(..., check=True)`` on the MLPerf Tiny models, recorded.
 
 ``CASES`` lists (target, model file, numeric mode): GAP9 in both modes on the int8 models, HMX
-on the FP32 models and on the int8 autoencoder dequantised, SME on the int8 models and on the
+on the FP32 models and on the int8 ones dequantised, SME on the int8 models and on the
 FP32 ones in each float mode. ``record`` runs one case and returns every layer's and graph
 output's ``Verdict`` as plain data; ``tests/data/check_verdicts.json`` holds them as the check
 computed them with the reference model's precise mode in a subprocess (before the fp64
@@ -21,7 +21,8 @@ FIXTURE = Path(__file__).parent / "data" / "check_verdicts.json"
 INT8 = ("kws_ref_model", "vww_96_int8", "resnet8_int8", "ad01_int8")
 FP32 = ("resnet8_fp32", "ad01_fp32")
 CASES = ([("gap9", name, mode) for mode in ("exact", "ne16") for name in INT8]
-         + [("hmx", name, None) for name in FP32] + [("hmx", "ad01_int8", "dequantise")]
+         + [("hmx", name, None) for name in FP32]
+         + [("hmx", name, "dequantise") for name in INT8]
          + [("sme", name, "int8") for name in INT8]
          + [("sme", name, mode) for mode in ("fp32", "bf16-widening", "bf16") for name in FP32])
 
