@@ -56,7 +56,7 @@ def _layer_goldens(monkeypatch, graph, target, mode, perturb=()):
     from hwsim.tosa.reference import goldens as every_tensor
     low = lowering(target)
     options = low.options(mode)
-    graph = low.rewrite(graph, options)
+    graph = low.rewrite(graph, options).graph
     layers = low.layers(graph, options)
     x = sample_input(graph)
     whole = every_tensor(graph, x)
