@@ -107,9 +107,9 @@ def measure(name: str, target: str, mode: str | None, repeat: int) -> dict:
            "runs_s": sum(runs.times), "fp64_s": None, "precise_s": None, "fp64_max_rel": None}
     if items:
         ours = fp64.references(items)
-        theirs = fp64._precise(items)
+        theirs = fp64.from_binary(items)
         row.update(fp64_s=median(lambda: fp64.references(items), repeat),
-                   precise_s=median(lambda: fp64._precise(items), max(1, repeat // 2)),
+                   precise_s=median(lambda: fp64.from_binary(items), max(1, repeat // 2)),
                    fp64_max_rel=max(_difference(a, b) for a, b in zip(ours, theirs)))
     return row
 

@@ -224,14 +224,16 @@ def references(items: list) -> list[tuple[np.ndarray, np.ndarray]]:
         found = [reference(op, values) for op, values in items]
     rest = [i for i, r in enumerate(found) if r is None]
     if rest:
-        for i, pair in zip(rest, _precise([items[i] for i in rest])):
+        for i, pair in zip(rest, from_binary([items[i] for i in rest])):
             found[i] = pair
     return found
 
 
-def _precise(items: list) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(reference, bound) of each (operator, values) from one precise-mode run of a graph
-    holding a copy of each operator, its non-constant tensors renamed apart."""
+def from_binary(items: list) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(reference, bound) of each (operator, its input values by name) from one run of the
+    reference model binary in precise mode, on a graph holding a copy of each operator with
+    its non-constant tensors renamed apart: the fallback of ``references`` and the oracle of
+    the tests and ``benchmarks/bench_check.py``."""
     ops, inputs, values = [], [], {}
     for i, (op, given) in enumerate(items):
         renamed = {t.name: Tensor(f"P{i}:{t.name}", t.shape, t.dtype)
