@@ -4,7 +4,6 @@ unchanged."""
 import json
 
 import numpy as np
-
 import pytest
 
 from tests.check_verdicts import CASES, FIXTURE, key, record
