@@ -1,6 +1,7 @@
 """How fast the scheduler estimates whole models, against the TOSA reference model's own speed.
 
     PYTHONPATH=. python benchmarks/bench_models.py [--repeat 5] [--targets gap9] [--modes ne16]
+                                                  [--models resnet8_int8]
 
 For each target with a scheduler and each model and numeric mode it supports (``CASES``: GAP9
 the four int8 MLPerf Tiny models (``common.MODELS``) in both modes; HMX the FP32 ones in its
@@ -220,6 +221,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--targets", nargs="*", default=list(LOWERINGS))
     parser.add_argument("--modes", nargs="*", help="only these numeric modes (default: all)")
+    parser.add_argument("--models", nargs="*", help="only these models (default: all)")
     parser.add_argument("--conformance", action="store_true",
                         help="also run generated TOSA operator tests on each target")
     args = parser.parse_args(argv)
@@ -227,6 +229,8 @@ def main(argv=None) -> int:
     for target in args.targets:
         for name, source, graph, mode, dtype in cases(target):
             if args.modes and (mode or lowering(target).default_mode(graph)) not in args.modes:
+                continue
+            if args.models and name not in args.models:
                 continue
             row = measure(name, source, graph, target, args.repeat, mode, dtype)
             rows.append(row)

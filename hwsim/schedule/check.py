@@ -2,14 +2,17 @@
 
 Each layer's golden is the reference model's output for that layer's operators run on the
 inputs the simulator itself used (its producers' simulated outputs), so an error in one layer
-does not spread into the verdicts of the next. All layers are judged in one reference run: a
-graph holding a copy of every layer, its inputs fed as graph inputs. The graph outputs are
-also judged against a whole-graph reference run on the model input. Verdicts are
+does not spread into the verdicts of the next. The reference model runs at most once per set
+of layer inputs: the whole graph on the model input, every tensor an output, gives the graph
+outputs' goldens and the golden of every layer whose inputs are bit for bit what that run
+computed for them (all of them when the simulation is exact); the other layers run once more,
+together, as a graph holding a copy of each, its inputs fed as graph inputs. Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
 
 Float layers that are not bit-exact are judged with the TOSA precision rule of their first
-operator (its dot-product, ULP or error bound) on that operator's fp64 reference and bound,
+operator (its dot-product, ULP or error bound) on that operator's fp64 reference and bound
+(computed in-process as the reference model's precise mode defines them, ``hwsim.tosa.fp64``),
 carried exactly through the rest of the layer when the rest only reshapes, clamps or multiplies
 by constants (a convolution with its fused scale and ReLU); other layers by their last
 operator's rule against the golden. When a machine computes in a narrower float type than the
@@ -31,9 +34,11 @@ import numpy as np
 from hwsim.schedule import requantise
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
+from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge, statistics
-from hwsim.tosa.reference import ReferenceError, precise, run_graph
+from hwsim.tosa.reference import ReferenceError, run_graph
+from hwsim.tosa.reference import goldens as every_tensor
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
 
@@ -65,7 +70,8 @@ def _copy(layer, tag: str) -> tuple[list, list, str]:
 
 def goldens(layers: list, feeds: dict) -> dict:
     """The reference output of each layer on its given inputs (``feeds[index][name]``), from
-    one reference run; a layer the reference rejects gets its ReferenceError instead."""
+    one reference run of a graph holding a copy of each layer; a layer the reference rejects
+    gets its ReferenceError instead."""
     ops, inputs, outputs, values, which = [], [], [], [], {}
     for layer in layers:
         layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}")
@@ -149,31 +155,30 @@ def _carried(ops: list) -> bool:
                for op in ops[1:])
 
 
+def _bit_exact(sim, golden, dt) -> bool:
+    """Every element bit-identical, NaNs of any payload equal (``statistics``' exact count,
+    without its error figures; it raises on different shapes)."""
+    sim, golden = np.asarray(sim, dt.np), np.asarray(golden, dt.np)
+    if sim.shape != golden.shape:
+        return statistics(sim, golden, dt)[0] == golden.size
+    bits = np.dtype(f"u{dt.np.itemsize}")
+    same = sim.view(bits) == golden.view(bits)
+    return bool(same.all()) or bool(np.all(same | (np.isnan(sim.astype(np.float64)) &
+                                                   np.isnan(golden.astype(np.float64)))))
+
+
 def _float_verdicts(cases: list) -> dict:
-    """Verdicts of float layers (module docstring); the fp64 references and bounds of all of
-    them come from one precise reference run."""
+    """Verdicts of float layers (module docstring), with fp64 references and bounds computed
+    in-process (``hwsim.tosa.fp64``)."""
     verdicts, pending = {}, []
     for c in cases:
-        exact = statistics(c.sim, c.golden, c.ops[-1].output.dtype)[0] == np.size(c.golden)
-        if exact or not _carried(c.ops):
+        if _bit_exact(c.sim, c.golden, c.ops[-1].output.dtype) or not _carried(c.ops):
             verdicts[c.index] = judge(c.ops[-1], c.sim, c.golden)
         else:
             pending.append(c)
-    if not pending:
-        return verdicts
-    ops, inputs, names, values = [], [], {}, []
-    for c in pending:
-        layer = Layer(c.index, c.ops[:1])
-        layer_ops, layer_inputs, out = _copy(layer, f"P{c.index}")
-        ops += layer_ops
-        inputs += layer_inputs
-        values += [c.feeds[t.name] for t in layer.inputs]
-        names[c.index] = out
-    graph = Graph(ops, inputs, [t for op in ops for t in op.outputs], "precise")
-    bounds = precise(graph, dict(zip((t.name for t in inputs), values)))
-    for c in pending:
+    bounds = references([(c.ops[0], c.feeds) for c in pending])
+    for c, (ref, bnd) in zip(pending, bounds):
         first = c.ops[0]
-        ref, bnd = (np.asarray(a, np.float64) for a in bounds[names[c.index]])
         ref, bnd = _tail(c.ops, ref, bnd)
         shape = first.output.shape
         x = c.feeds.get(first.inputs[0].name) if first.inputs else None
@@ -220,16 +225,16 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
                            else inputs[t.name] for t in layer.inputs} for layer in layers}
-    golden = goldens(layers, feeds)
-    verdicts, floats = {}, []
-    for layer in layers:
+    whole = every_tensor(graph, [inputs[t.name] for t in graph.inputs])
+    verdicts = dict(low.judge(layers, values, feeds, options))
+    rest = [layer for layer in layers if layer.index not in verdicts]
+    golden = _goldens(graph, rest, feeds, whole)
+    floats = []
+    for layer in rest:
         g = golden[layer.index]
         if isinstance(g, ReferenceError):
             verdicts[layer.index] = Verdict(layer.name, layer.output.dtype.name, 0, 0, 0.0,
                                             0.0, "LSB", "deviates", "reference", str(g))
-        elif (own := low.judge(layer, values[layer.index], feeds[layer.index], options)) \
-                is not None:
-            verdicts[layer.index] = own
         elif layer.output.dtype.is_float:
             floats.append(_Float(layer.index, layer.ops, values[layer.index], g,
                                  feeds[layer.index]))
@@ -240,7 +245,7 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
               and compute_types[0] != c.ops[-1].output.dtype.name]
     for index, verdict in _narrow(narrow, compute_types).items() if narrow else ():
         verdicts[index] = replace(verdicts[index], narrow=verdict)
-    reference = run_graph(graph, [inputs[t.name] for t in graph.inputs])
+    reference = {t.name: whole[t.name] for t in graph.outputs}
     out_ops = {op.output.name: op for op in graph}
     out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
                     for name in outputs if name in out_ops}
@@ -250,6 +255,32 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
         for name, verdict in requantise.output_verdicts(rewritten, outputs, inputs).items():
             out_verdicts[name] = replace(out_verdicts[name], requantised=verdict)
     return Check(verdicts, out_verdicts, reference)
+
+
+def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict) -> dict:
+    """Each layer's golden: its output in the whole-graph run ``whole`` (every tensor) when
+    the layer is the graph's operators and its inputs are the values that run computed for
+    them, as the reference model computes the same from the same; else from one reference run
+    of all the other layers (``goldens``)."""
+    def computed(layer) -> bool:
+        return graph.producer(layer.output) is layer.ops[-1] and all(
+            _identical(feeds[layer.index][t.name], whole[t.name], t.dtype)
+            for t in layer.inputs)
+
+    found = {layer.index: whole[layer.output.name] for layer in layers if computed(layer)}
+    rest = [layer for layer in layers if layer.index not in found]
+    return {**found, **(goldens(rest, feeds) if rest else {})}
+
+
+def _identical(a, b, dt) -> bool:
+    """Two values of a tensor are the same once cast to its type (as a reference run casts its
+    inputs), bit for bit: NaNs by payload, zeros by sign."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if dt.is_float:
+        return np.asarray(a, dt.np).tobytes() == np.asarray(b, dt.np).tobytes()
+    return bool(np.array_equal(a, b))
 
 
 def _output_verdict(op: Operator, sim: np.ndarray, golden: np.ndarray) -> Verdict:

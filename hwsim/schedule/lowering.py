@@ -27,8 +27,9 @@ A lowering turns a TOSA graph into a program for one machine. It implements ``Lo
 * ``machine_params``: parameter values its programs are meant to run with (overridable);
 * optionally ``default_mode(graph)`` (the mode when none is given; default: the first),
   ``bit_exact(mode)`` (whether that mode must match the reference bit for bit; default: the
-  mode named ``exact``) and ``judge(layer, sim, feeds, options)`` (a layer's verdict when the
-  lowering judges it itself; default: None, the scheduler's judgement, ``hwsim.schedule.check``).
+  mode named ``exact``) and ``judge(layers, values, feeds, options)`` (verdicts of the layers
+  the lowering judges itself; default: none, the scheduler's judgement,
+  ``hwsim.schedule.check``).
 
 The scheduler (``hwsim.schedule``) does the rest the same way for every machine: it runs the
 program once, attributes time and bytes to layers from the engine's logs, checks each layer
@@ -245,9 +246,11 @@ class Lowering:
     def bit_exact(self, mode: str) -> bool:
         return mode == "exact"
 
-    def judge(self, layer: Layer, sim: np.ndarray, feeds: dict, options: Options):
-        """A layer's verdict, or None to leave it to the scheduler's judgement."""
-        return None
+    def judge(self, layers: list[Layer], values: dict, feeds: dict, options: Options) -> dict:
+        """Verdicts (layer index -> Verdict) of the layers the lowering judges itself, given
+        every layer's simulated output and inputs (``values[index]``, ``feeds[index][name]``);
+        the scheduler judges the rest. Default: none."""
+        return {}
 
     def layers(self, graph: Graph, options: Options) -> list[Layer]:
         """Check every operator, then fuse: a ``ScheduleError`` names the first operator the

@@ -97,14 +97,17 @@ class SmeLowering(Lowering):
     def lower(self, graph, layers, machine, options) -> Lowered:
         return _Lower(graph, layers, machine, options).lowered()
 
-    def judge(self, layer, sim, feeds, options):
-        """BF16 dot products are judged on BF16 operands (``numerics``); the rest by the
-        scheduler, as TOSA says."""
-        op = layer.ops[-1]
-        if not (options.mode.startswith("bf16") and op.op in sl.DOT_OPS):
-            return None
-        verdict, note = judge_bf16(op, sim, feeds, options.mode)
-        return replace(verdict, detail="; ".join(filter(None, (verdict.detail, note))))
+    def judge(self, layers, values, feeds, options) -> dict:
+        """BF16 dot products are judged on BF16 operands (``numerics``), all in one go; the
+        rest by the scheduler, as TOSA says."""
+        if not options.mode.startswith("bf16"):
+            return {}
+        dots = [layer for layer in layers if layer.ops[-1].op in sl.DOT_OPS]
+        found = judge_bf16([(layer.ops[-1], values[layer.index], feeds[layer.index])
+                            for layer in dots], options.mode)
+        return {layer.index: replace(verdict, detail="; ".join(filter(None, (verdict.detail,
+                                                                               note))))
+                for layer, (verdict, note) in zip(dots, found)}
 
     def lines(self, program: SmeProgram) -> list[str]:
         """Each distinct word disassembled once; the routines as ``vec`` lines."""

@@ -4,7 +4,8 @@
 int8 must be bit-exact, fp32 within the operator's TOSA bound. In the BF16 modes a dot product
 multiplies BF16 operands (the activations and weights rounded to nearest even by the packing),
 so its reference is the same operator on those rounded operands (bias kept fp32, as the vector
-side adds it), in fp64 from the reference model:
+side adds it): the golden from the reference model (one run for all the layers), the fp64
+reference and bound from ``hwsim.tosa.fp64``:
 
 * ``bf16-widening`` accumulates in fp32 tiles and stores fp32: it is judged by the fp32 dot-product
   rule (accumulator and output fp32), the bound TOSA sets for BF16 inputs with an fp32
@@ -19,14 +20,16 @@ Operators other than dot products compute in fp32 in every float mode and are ju
 
 from __future__ import annotations
 
-from typing import Mapping
-
 import numpy as np
 
+from hwsim.schedule.check import goldens
+from hwsim.schedule.lowering import Layer
 from hwsim.targets.sme.layouts import bf16_bits, bf16_values
-from hwsim.tosa.ir import Graph, Operator, Tensor
+from hwsim.tosa.fp64 import references
+from hwsim.tosa.ir import Operator, Tensor
 from hwsim.tosa.judge import Verdict, dot_product_shape, judge
 from hwsim.tosa.numerics import DotProductRule, check_dot_product
+from hwsim.tosa.reference import ReferenceError
 
 DOT_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")
 
@@ -36,33 +39,45 @@ def bf16_round(values) -> np.ndarray:
     return bf16_values(bf16_bits(values))
 
 
-def rounded_operator(op: Operator) -> tuple[Graph, Operator]:
-    """A one-operator graph of ``op`` whose fp32 constant operands are rounded to BF16 (the
-    bias stays fp32)."""
+def rounded_operator(op: Operator, made: dict | None = None) -> Operator:
+    """``op`` with its fp32 constant operands rounded to BF16 (the bias stays fp32); ``made``
+    keeps the rounded tensors by name, to share them between calls."""
     bias = op.inputs[2].name if op.op in ("CONV2D", "DEPTHWISE_CONV2D") else None
-    rounded = {t.name: Tensor(t.name, t.shape, t.dtype, bf16_round(t.data))
-               for t in op.inputs if t.is_const and t.dtype.name == "fp32" and t.name != bias}
-    inputs = [rounded.get(t.name, t) for t in op.inputs]
-    single = Operator(op.op, inputs, op.outputs, op.attrs, op.name)
-    graph = Graph([single], list(dict.fromkeys(t for t in inputs if not t.is_const)),
-                  op.outputs, f"bf16:{op.name}")
-    return graph, single
+    made = {} if made is None else made
+    for t in op.inputs:
+        if t.is_const and t.dtype.name == "fp32" and t.name != bias and t.name not in made:
+            made[t.name] = Tensor(t.name, t.shape, t.dtype, bf16_round(t.data))
+    inputs = [made.get(t.name, t) if t.is_const else t for t in op.inputs]
+    return Operator(op.op, inputs, op.outputs, op.attrs, op.name)
 
 
-def judge_bf16(op: Operator, sim: np.ndarray, values: Mapping[str, np.ndarray], mode: str,
-               rule: DotProductRule = DotProductRule()) -> tuple[Verdict, str]:
-    """The verdict on a dot product's simulated output in a BF16 mode, and a note ("" or how
-    far a non-widening layer is from the fp32-accumulation bounds)."""
-    from hwsim.tosa.reference import reference_fp64, run_operator
-    single_graph, single = rounded_operator(op)
-    rounded = {t.name: bf16_round(values[t.name]) for t in single_graph.inputs}
-    golden = run_operator(single_graph, single, rounded)[op.output.name]
-    ref64, bnd64 = reference_fp64(single_graph, single, rounded)
+def judge_bf16(cases: list, mode: str, rule: DotProductRule = DotProductRule()) \
+        -> list[tuple[Verdict, str]]:
+    """The verdict on each (dot product, simulated output, its input values by name) in a BF16
+    mode, and a note ("" or how far a non-widening layer is from the fp32-accumulation
+    bounds). The goldens come from one reference run, the fp64 references and bounds from
+    ``hwsim.tosa.fp64``."""
+    made, layers, feeds = {}, [], {}
+    for i, (op, _, values) in enumerate(cases):
+        single = rounded_operator(op, made)
+        layers.append(Layer(i, [single]))
+        feeds[i] = {t.name: bf16_round(values[t.name]) for t in layers[-1].inputs}
+    golden = goldens(layers, feeds)
+    failed = next((g for g in golden.values() if isinstance(g, ReferenceError)), None)
+    if failed is not None:
+        raise failed
+    bounds = references([(layer.ops[0], feeds[layer.index]) for layer in layers])
+    return [_verdict(layer.ops[0], sim, golden[layer.index], ref64, bnd64, mode, rule)
+            for layer, (_, sim, _), (ref64, bnd64) in zip(layers, cases, bounds)]
+
+
+def _verdict(single: Operator, sim, golden, ref64, bnd64, mode: str, rule: DotProductRule) \
+        -> tuple[Verdict, str]:
     fp32 = judge(single, sim, golden, ref64=ref64, bnd64=bnd64, rule=rule)
     if mode == "bf16-widening":
         return fp32, ""
-    out = Tensor(op.output.name, op.output.shape, "bf16")
-    as_bf16 = Operator(op.op, single.inputs, [out], op.attrs, op.name)
+    out = Tensor(single.output.name, single.output.shape, "bf16")
+    as_bf16 = Operator(single.op, single.inputs, [out], single.attrs, single.name)
     verdict = judge(as_bf16, sim, golden, ref64=ref64, bnd64=bnd64, rule=rule)
     return verdict, "BF16 accumulation vs the fp32-output bound: " + miss(single, sim, ref64,
                                                                           bnd64, rule)

@@ -1,0 +1,99 @@
+"""The scheduler's check: goldens from one whole-graph run, fp64 bounds in-process, verdicts
+unchanged."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.check_verdicts import CASES, FIXTURE, key, record
+from tests.models import model
+
+
+# A dot product's error figures are measured against its fp64 reference, which BLAS sums in
+# another order than the reference model: they may differ by KS 2^-28 ULP at most (fp32,
+# ``hwsim.tosa.fp64``); measured on these models: below 1e-9.
+FIGURE_TOLERANCE_ULP = 1e-6
+
+
+def assert_same_verdict(found: dict, expected: dict, where: str) -> None:
+    """Equal verdicts (as plain data), the nested ones too; a dot product's error figures
+    within ``FIGURE_TOLERANCE_ULP``."""
+    assert found.keys() == expected.keys(), where
+    for name, value in expected.items():
+        if isinstance(value, dict):
+            assert isinstance(found[name], dict), f"{where}.{name}"
+            assert_same_verdict(found[name], value, f"{where}.{name}")
+        elif name in ("max_err", "mean_err") and expected["check"].startswith("dot product"):
+            assert found[name] == pytest.approx(value, rel=0, abs=FIGURE_TOLERANCE_ULP), \
+                f"{where}.{name}"
+        else:
+            assert found[name] == value, f"{where}.{name}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,name,mode", CASES, ids=[key(*c) for c in CASES])
+def test_check_verdicts(target, name, mode):
+    """Every layer's and output's verdict (status, counts, errors, rule and its figures, the
+    narrower type's and the integer model's verdicts) is the one recorded with the
+    precise-mode subprocess and a reference run per layer set."""
+    expected = json.loads(FIXTURE.read_text())[key(target, name, mode)]
+    found = json.loads(json.dumps(record(model(f"{name}.tflite"), target, mode)))
+    for part in ("outputs", "layers"):
+        assert found[part].keys() == expected[part].keys()
+        for index, verdict in expected[part].items():
+            assert_same_verdict(found[part][index], verdict, f"{part}[{index}]")
+
+
+def _layer_goldens(monkeypatch, graph, target, mode, perturb=()):
+    """(goldens as the check finds them, every layer run on its inputs, layers run again) of
+    ``graph``'s layers on ``target`` when the simulation gave the reference's own values,
+    except one element of each layer in ``perturb`` moved by one step."""
+    from hwsim.schedule import lowering
+    from hwsim.schedule.check import _goldens, goldens
+    from hwsim.tosa.models import sample_input
+    from hwsim.tosa.reference import goldens as every_tensor
+    low = lowering(target)
+    options = low.options(mode)
+    graph = low.rewrite(graph, options).graph
+    layers = low.layers(graph, options)
+    x = sample_input(graph)
+    whole = every_tensor(graph, x)
+    values = {layer.index: whole[layer.output.name].copy() for layer in layers}
+    for index in perturb:
+        flat = values[index].reshape(-1)
+        flat[0] = flat[0] + 1 if flat.dtype.kind == "i" and flat[0] < 100 else flat[0] * 0.5
+    producer = {layer.output.name: layer.index for layer in layers}
+    feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer else x
+                           for t in layer.inputs} for layer in layers}
+    rerun = []
+
+    def counted(some, given):
+        rerun.extend(layer.index for layer in some)
+        return goldens(some, given)
+
+    monkeypatch.setattr("hwsim.schedule.check.goldens", counted)
+    return _goldens(graph, layers, feeds, whole), goldens(layers, feeds), rerun, layers
+
+
+@pytest.mark.parametrize("name,dtype,target,mode", [("ds_cnn", "int8", "gap9", "exact"),
+                                                     ("resnet8", "fp32", "hmx", None)])
+def test_layer_goldens_come_from_the_whole_graph_run_unless_inputs_differ(monkeypatch, name,
+                                                                           dtype, target, mode):
+    """A layer whose inputs are the whole run's values takes its golden from that run; the
+    layers reading a perturbed output run again, together; every golden is what running each
+    layer on its inputs gives."""
+    from hwsim.tosa.models import model as synthetic
+    graph = synthetic(name, dtype=dtype, width=0.25)
+    found, separate, rerun, layers = _layer_goldens(monkeypatch, graph, target, mode)
+    assert rerun == [] and sorted(found) == [layer.index for layer in layers]
+    for index, value in separate.items():
+        assert found[index].dtype == value.dtype and np.array_equal(found[index], value)
+    hit = layers[2].index
+    found, separate, rerun, layers = _layer_goldens(monkeypatch, graph, target, mode,
+                                                    perturb=[hit])
+    readers = [layer.index for layer in layers
+               if layers[2].output.name in {t.name for t in layer.inputs}]
+    assert readers and rerun == readers
+    for index, value in separate.items():
+        assert found[index].tobytes() == value.tobytes(), index
