@@ -37,16 +37,60 @@ compare the kernels with.
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import numpy as np
+from numba import carray, cfunc, types
+from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from hwsim.targets.floats import RNE, jit
 from hwsim.targets.ieee import bits32, f32
 from hwsim.targets.sme.elements import (directed, dot_element, fma32_element, fma_bf16_element,
                                         half, inline, sop_element, subnormal)
-from hwsim.targets.sme.numerics import (FLUSH16_IN, FLUSH_IN, FLUSH_OUT, MODE, bf16_dot_add,
-                                        dot_add, fma)
+from hwsim.targets.sme.numerics import (CONTROLS, FLUSH16_IN, FLUSH_IN, FLUSH_OUT, MODE,
+                                        bf16_dot_add, dot_add, fma)
 
 B0, B1, OLD = range(3)   # scratch rows: the column operands (or int8 sources), a row's old values
+
+# Compiled apart, called through pointers: the exact per-element functions (compiling one takes
+# seconds), so that a kernel neither inlines them nor compiles one it does not use, and the kernels
+# themselves (``outer``), so that the interpreter compiles only the ones a program uses. One
+# signature each: EXACT(x, a0, a1, b0, b1, variant, controls), OUTER below.
+EXACT = types.uint64(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64,
+                     types.int64, types.voidptr)
+_NIL = np.uint64(0)   # an unused EXACT argument (calls through a pointer take the exact types)
+# numba calls function pointers an experimental feature (since 0.49): we rely on it knowingly
+warnings.filterwarnings("ignore", "First-class function type", NumbaExperimentalFeatureWarning)
+
+
+def _exact_fma(x, a, _, b, __, mbits, ctl):
+    """FPMulAdd (``mbits`` 23) or BFMulAdd (7)."""
+    return fma(x, a, b, 8, mbits, carray(ctl, CONTROLS, np.int64))
+
+
+def _exact_dot(acc, a0, a1, b0, b1, mode, ctl):
+    """FPDotAdd_ZA (``mode`` 0) or BFDotAdd with EBF=1 (1)."""
+    return dot_add(acc, a0, a1, b0, b1, mode == 1, carray(ctl, CONTROLS, np.int64))
+
+
+def _exact_sop(acc, a0, a1, b0, b1, mode, ctl):
+    """BFDotAdd with EBF=0."""
+    return bf16_dot_add(acc, a0, a1, b0, b1, carray(ctl, CONTROLS, np.int64))
+
+
+def _absent(x, a0, a1, b0, b1, variant, ctl):
+    return np.uint64(0)
+
+
+_EXACT = {"fma": _exact_fma, "dot": _exact_dot, "sop": _exact_sop}
+
+
+@functools.cache
+def exact(name: str, needed: bool = True):
+    """The exact function ``name`` (``fma``, ``dot``, ``sop``), compiled on first use;
+    ``needed=False``: a stand-in of the same type for a caller that will not call it."""
+    return cfunc(EXACT, cache=True)(_EXACT[name] if needed else _absent)
 
 
 @jit
@@ -59,45 +103,60 @@ def scratch(svl_bytes: int) -> np.ndarray:
     return new_scratch(svl_bytes)
 
 
-@jit
-def _own(scratch, za):
-    if scratch is None:
-        return new_scratch(4 * za.shape[1])
-    return scratch
+# predicate bits (one bool byte each) read 8 at a time: those governing elements of each size
+_EVERY = np.array([0, 0x0101010101010101, 0x0001000100010001, 0, 0x0000000100000001, 0, 0, 0,
+                   0x0000000000000001], np.uint64)
+
+
+@inline
+def whole(p64, pg, esize):
+    """Whether predicate ``pg`` (of ``p64``: the predicates as uint64 words) makes every
+    ``esize``-byte element active."""
+    every = _EVERY[esize]
+    result = True
+    for w in range(p64.shape[1]):
+        result &= (p64[pg, w] & every) == every
+    return result
+
+
+def _operands(zn, zm, pn, pm, za, scratch):
+    """The tile kernels' arguments for two source vectors and two predicates."""
+    predicates = np.stack((pn, pm))
+    return (np.stack((zn, zm)), predicates, predicates.view(np.uint64),
+            new_scratch(4 * za.shape[1]) if scratch is None else scratch)
 
 
 # -- non-widening: FMOPA (FP32), BFMOPA (BF16) -------------------------------------------------
 
 @inline
-def fma_tile(za, t, step, zsn, n, zsm, m, psn, pn, psm, pm, esize, neg, ebits, mbits, ctl,
-             words):
-    """``ebits`` must be 8 (BF16, FP32)."""
+def fma_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, esize, neg, ebits, mbits, ctl, words,
+             exact_fma):
+    """Sources ``zs[n]``, ``zs[m]`` under ``ps[pn]``, ``ps[pm]`` (``ps64``: ``ps`` as uint64
+    words). ``ebits`` must be 8 (BF16, FP32); ``exact_fma``: ``exact("fma")``."""
     dim = za.shape[1]
     flip = np.uint32(1 << (ebits + mbits)) if neg else np.uint32(0)
     shift = np.uint32(23 - mbits)                 # BF16 -> FP32 bits
-    every = True
-    for j in range(dim):
-        words[B0, j] = np.uint32(zsm[m, j]) << shift
-        every &= psm[pm, j * esize]
-    fast = ctl[MODE] == RNE and ctl[FLUSH_IN] == 0 and ctl[FLUSH_OUT] == 0 and every
+    fast = ctl[MODE] == RNE and ctl[FLUSH_IN] == 0 and ctl[FLUSH_OUT] == 0 and whole(
+        ps64, pm, esize)
     for i in range(dim):
-        if not psn[pn, i * esize]:
+        if not ps[pn, i * esize]:
             continue
-        abits = np.uint32(zsn[n, i]) ^ flip
+        abits = np.uint32(zs[n, i]) ^ flip
         a = f32(abits << shift)
         r = i * step + t
         bad = not fast
         if fast and mbits == 7:
             for j in range(dim):
                 x = za[r, j]
-                value, flag = fma_bf16_element(x, a, f32(words[B0, j]), False, False)
+                value, flag = fma_bf16_element(x, a, f32(np.uint32(zs[m, j]) << shift), False,
+                                               False)
                 bad |= flag
                 words[OLD, j] = x
                 za[r, j] = value
         elif fast:
             for j in range(dim):
                 x = za[r, j]
-                value, flag = fma32_element(x, a, f32(words[B0, j]), False, False)
+                value, flag = fma32_element(x, a, f32(np.uint32(zs[m, j])), False, False)
                 bad |= flag
                 words[OLD, j] = x
                 za[r, j] = value
@@ -105,39 +164,35 @@ def fma_tile(za, t, step, zsn, n, zsm, m, psn, pn, psm, pm, esize, neg, ebits, m
             for j in range(dim):
                 words[OLD, j] = za[r, j]
         if bad:
-            _fma_row(za, r, abits, zsm, m, psm, pm, esize, words, ebits, mbits, ctl)
+            _fma_row(za, r, abits, zs, m, ps, pm, esize, words, mbits, ctl, exact_fma)
 
 
 @jit
-def _fma_row(za, r, abits, zsm, m, psm, pm, esize, words, ebits, mbits, ctl):
+def _fma_row(za, r, abits, zs, m, ps, pm, esize, words, mbits, ctl, exact_fma):
     """Row ``r`` from its old values, each active element checked and, if flagged, exact."""
     shift = np.uint32(23 - mbits)
     mode, fin, fout = ctl[MODE], ctl[FLUSH_IN] != 0, ctl[FLUSH_OUT] != 0
     a = f32(abits << shift)
     for j in range(za.shape[1]):
-        if not psm[pm, j * esize]:
+        if not ps[pm, j * esize]:
             continue
-        x, b = words[OLD, j], f32(words[B0, j])
+        x, b = words[OLD, j], f32(np.uint32(zs[m, j]) << shift)
         if mode != RNE:
-            value, flag = directed(x, abits, zsm[m, j], mbits, mode)
+            value, flag = directed(x, abits, zs[m, j], mbits, mode)
         elif mbits == 7:
             value, flag = fma_bf16_element(x, a, b, fin, fout)
         else:
             value, flag = fma32_element(x, a, b, fin, fout)
         if flag or (fin and (subnormal(a) or subnormal(b))):
-            value = fma(x, abits, zsm[m, j], ebits, mbits, ctl)
+            value = exact_fma(np.uint64(x), np.uint64(abits), _NIL, np.uint64(zs[m, j]), _NIL,
+                              np.int64(mbits), ctl.ctypes)
         za[r, j] = value
 
 
-@jit
 def mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
-    fma_tile(za, t, step, _row(zn), 0, _row(zm), 0, _row(pn), 0, _row(pm), 0, esize, neg, ebits,
-             mbits, ctl, _own(scratch, za))
-
-
-@jit
-def _row(vector):
-    return vector.reshape((1, vector.shape[0]))
+    zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
+    fma_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, esize, neg, ebits, mbits, ctl, words,
+             exact("fma"))
 
 
 def mopa_fma_twin(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
@@ -161,24 +216,25 @@ def _flushes_halves(mode, ctl):
 
 
 @inline
-def dot2_tile(za, t, step, zsn, n, zsm, m, psn, pn, psm, pm, neg, mode, ctl, words):
-    """``mode``: 0 FP16 (FPDotAdd_ZA), 1 BF16 with EBF=1, 2 BF16 with EBF=0 (Round to Odd)."""
+def dot2_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, mode, ctl, words, exact_dot):
+    """``mode``: 0 FP16 (FPDotAdd_ZA), 1 BF16 with EBF=1, 2 BF16 with EBF=0 (Round to Odd);
+    ``exact_dot``: ``exact("sop")`` for mode 2, else ``exact("dot")``."""
     dim = za.shape[1]
     fp16 = mode == 0
     flip = np.uint32(0x8000) if neg else np.uint32(0)
     flushing = _flushes_halves(mode, ctl)
-    every = mode == 2 or (ctl[MODE] == RNE and ctl[FLUSH_IN] == 0 and ctl[FLUSH_OUT] == 0)
+    every = (mode == 2 or (ctl[MODE] == RNE and ctl[FLUSH_IN] == 0 and ctl[FLUSH_OUT] == 0)) \
+        and whole(ps64, pm, 2)
     for j in range(dim):
-        c0, c1 = psm[pm, 4 * j], psm[pm, 4 * j + 2]
-        every &= c0 & c1
-        words[B0, j] = bits32(half(zsm[m, 2 * j] if c0 else 0, fp16, flushing))
-        words[B1, j] = bits32(half(zsm[m, 2 * j + 1] if c1 else 0, fp16, flushing))
+        c0, c1 = ps[pm, 4 * j], ps[pm, 4 * j + 2]
+        words[B0, j] = bits32(half(zs[m, 2 * j] if c0 else 0, fp16, flushing))
+        words[B1, j] = bits32(half(zs[m, 2 * j + 1] if c1 else 0, fp16, flushing))
     for i in range(dim):
-        r0, r1 = psn[pn, 4 * i], psn[pn, 4 * i + 2]
+        r0, r1 = ps[pn, 4 * i], ps[pn, 4 * i + 2]
         if not (r0 or r1):
             continue
-        h0 = (np.uint32(zsn[n, 2 * i]) ^ flip) if r0 else np.uint32(0)
-        h1 = (np.uint32(zsn[n, 2 * i + 1]) ^ flip) if r1 else np.uint32(0)
+        h0 = (np.uint32(zs[n, 2 * i]) ^ flip) if r0 else np.uint32(0)
+        h1 = (np.uint32(zs[n, 2 * i + 1]) ^ flip) if r1 else np.uint32(0)
         a0, a1 = half(h0, fp16, flushing), half(h1, fp16, flushing)
         r = i * step + t
         fast = every and r0 and r1
@@ -202,18 +258,18 @@ def dot2_tile(za, t, step, zsn, n, zsm, m, psn, pn, psm, pm, neg, mode, ctl, wor
             for j in range(dim):
                 words[OLD, j] = za[r, j]
         if bad:
-            _dot2_row(za, r, h0, h1, zsm, m, psm, pm, r0, r1, words, mode, ctl)
+            _dot2_row(za, r, h0, h1, zs, m, ps, pm, r0, r1, words, mode, ctl, exact_dot)
 
 
 @jit
-def _dot2_row(za, r, h0, h1, zsm, m, psm, pm, r0, r1, words, mode, ctl):
+def _dot2_row(za, r, h0, h1, zs, m, ps, pm, r0, r1, words, mode, ctl, exact_dot):
     """Row ``r`` from its old values, each active element checked and, if flagged, exact."""
     fin, fout = ctl[FLUSH_IN] != 0, ctl[FLUSH_OUT] != 0
     exact = mode != 2 and ctl[MODE] != RNE
     flushing = _flushes_halves(mode, ctl)
     a0, a1 = half(h0, mode == 0, flushing), half(h1, mode == 0, flushing)
     for j in range(za.shape[1]):
-        c0, c1 = psm[pm, 4 * j], psm[pm, 4 * j + 2]
+        c0, c1 = ps[pm, 4 * j], ps[pm, 4 * j + 2]
         if not ((r0 and c0) or (r1 and c1)):
             continue
         x, b0, b1 = words[OLD, j], f32(words[B0, j]), f32(words[B1, j])
@@ -222,19 +278,17 @@ def _dot2_row(za, r, h0, h1, zsm, m, psm, pm, r0, r1, words, mode, ctl):
         else:
             value, flag = dot_element(x, a0, a1, b0, b1, mode == 1, fin, fout)
         if flag or exact:
-            g0 = np.uint64(zsm[m, 2 * j]) if c0 else np.uint64(0)
-            g1 = np.uint64(zsm[m, 2 * j + 1]) if c1 else np.uint64(0)
-            if mode == 2:
-                value = bf16_dot_add(x, h0, h1, g0, g1, ctl)
-            else:
-                value = dot_add(x, h0, h1, g0, g1, mode == 1, ctl)
+            g0 = np.uint64(zs[m, 2 * j]) if c0 else np.uint64(0)
+            g1 = np.uint64(zs[m, 2 * j + 1]) if c1 else np.uint64(0)
+            value = exact_dot(np.uint64(x), np.uint64(h0), np.uint64(h1), g0, g1, np.int64(mode),
+                              ctl.ctypes)
         za[r, j] = value
 
 
-@jit
 def mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
-    dot2_tile(za, t, step, _row(zn), 0, _row(zm), 0, _row(pn), 0, _row(pm), 0, neg, mode, ctl,
-              _own(scratch, za))
+    zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
+    dot2_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, mode, ctl, words,
+              exact("sop" if mode == 2 else "dot"))
 
 
 def mopa_dot2_twin(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
@@ -259,14 +313,16 @@ def mopa_dot2_twin(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
 # -- integer: SMOPA/UMOPA/SUMOPA/USMOPA -----------------------------------------------------
 
 @inline
-def int8_tile(za, t, step, zsn, n, zsm, m, psn, pn, psm, pm, neg, unsigned_n, unsigned_m, words):
+def int8_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, unsigned_n, unsigned_m, words):
     dim = za.shape[1]
-    sign = np.int32(-1) if neg else np.int32(1)
     for e in range(4 * dim):   # row B0: the first source; row B1: the second, transposed
-        x = np.int32(zsn[n, e]) if unsigned_n else np.int32(np.int8(zsn[n, e]))
-        y = np.int32(zsm[m, e]) if unsigned_m else np.int32(np.int8(zsm[m, e]))
-        words[B0, e] = np.uint32(sign * x * np.int32(psn[pn, e]))
-        words[B1, (e & 3) * dim + (e >> 2)] = np.uint32(y * np.int32(psm[pm, e]))
+        x, y = np.int32(zs[n, e]), np.int32(zs[m, e])
+        if not unsigned_n and x >= 128:
+            x -= 256
+        if not unsigned_m and y >= 128:
+            y -= 256
+        words[B0, e] = np.uint32((-x if neg else x) * np.int32(ps[pn, e]))
+        words[B1, (e & 3) * dim + (e >> 2)] = np.uint32(y * np.int32(ps[pm, e]))
     for i in range(dim):
         a0, a1 = np.int32(words[B0, 4 * i]), np.int32(words[B0, 4 * i + 1])
         a2, a3 = np.int32(words[B0, 4 * i + 2]), np.int32(words[B0, 4 * i + 3])
@@ -276,14 +332,13 @@ def int8_tile(za, t, step, zsn, n, zsm, m, psn, pn, psm, pm, neg, unsigned_n, un
         for j in range(dim):
             total = (a0 * np.int32(words[B1, j]) + a1 * np.int32(words[B1, dim + j])
                      + a2 * np.int32(words[B1, 2 * dim + j])
-                     + a3 * np.int32(words[B1, 3 * dim + j]))   # |total| <= 2**17
+                     + a3 * np.int32(words[B1, 3 * dim + j]))   # |total| <= 2**16
             za[r, j] = np.uint32((np.int64(za[r, j]) + total) & 0xFFFFFFFF)
 
 
-@jit
 def mopa_int8(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scratch=None):
-    int8_tile(za, t, step, _row(zn), 0, _row(zm), 0, _row(pn), 0, _row(pm), 0, neg, unsigned_n,
-              unsigned_m, _own(scratch, za))
+    zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
+    int8_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, unsigned_n, unsigned_m, words)
 
 
 def mopa_int8_twin(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scratch=None):
@@ -294,3 +349,55 @@ def mopa_int8_twin(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scr
     products = a.reshape(dim, 4) @ b.reshape(dim, 4).T
     acc = tile.view(np.int32).astype(np.int64) + (-products if neg else products)
     tile[...] = (acc & 0xFFFFFFFF).astype(np.uint32)
+
+
+# -- the kernels compiled apart, for the interpreter ------------------------------------------
+
+OUTER = types.void(types.voidptr, types.voidptr, types.voidptr, types.voidptr, types.voidptr,
+                   types.int64, types.int64, types.int64, types.int64, types.int64, types.int64,
+                   types.int64, types.int64, types.FunctionType(EXACT))
+
+
+def _outer_fp32(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact_fma):
+    fma_tile(carray(za, (svl, svl // 4), np.uint32), t, 4, carray(z, (32, svl // 4), np.uint32),
+             n, m, carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+             4, neg != 0, 8, 23, carray(ctl, CONTROLS, np.int64),
+             carray(words, (3, max(svl, 16)), np.uint32), exact_fma)
+
+
+def _outer_bf16(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact_fma):
+    fma_tile(carray(za, (svl, svl // 2), np.uint16), t, 2, carray(z, (32, svl // 2), np.uint16),
+             n, m, carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+             2, neg != 0, 8, 7, carray(ctl, CONTROLS, np.int64),
+             carray(words, (3, max(svl, 16)), np.uint32), exact_fma)
+
+
+def _outer_wide(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, mode, exact_dot):
+    dot2_tile(carray(za, (svl, svl // 4), np.uint32), t, 4, carray(z, (32, svl // 2), np.uint16),
+              n, m, carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+              neg != 0, mode, carray(ctl, CONTROLS, np.int64),
+              carray(words, (3, max(svl, 16)), np.uint32), exact_dot)
+
+
+def _outer_int8(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, unsigned, exact):
+    int8_tile(carray(za, (svl, svl // 4), np.uint32), t, 4, carray(z, (32, svl), np.uint8), n, m,
+              carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+              neg != 0, unsigned & 1 != 0, unsigned & 2 != 0,
+              carray(words, (3, max(svl, 16)), np.uint32))
+
+
+def _outer_absent(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact):
+    pass
+
+
+_OUTER = {"fp32": _outer_fp32, "bf16": _outer_bf16, "fp16_wide": _outer_wide,
+          "bf16_wide": _outer_wide, "int8": _outer_int8}
+
+
+@functools.cache
+def outer(dtype: str, needed: bool = True):
+    """The kernel of outer products of ``dtype`` (``semantics.MOPA``) as a function of the
+    machine's storage by address (OUTER: ZA, Z, P, controls, scratch, SVL in bytes, tile, Zn, Zm,
+    Pn, Pm, neg, variant, exact function), compiled on first use. ``variant``: the widening mode
+    (``dot2_tile``), or for int8 unsigned_n + 2 * unsigned_m. ``needed=False``: a stand-in."""
+    return cfunc(OUTER, cache=True)(_OUTER[dtype] if needed else _outer_absent)
