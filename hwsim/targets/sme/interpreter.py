@@ -137,7 +137,7 @@ def _row(ins: sme.Instruction) -> list[int]:
     if ins.op in ("ptrue", "whilelt"):
         row["esize"] = 1 << f["size"]
     if ins.op == "movw":
-        row.update(imm=f["imm16"] << 16 * f["hw"], off=16 * f["hw"], opc=OPCS.index(a["opc"]))
+        row.update(imm=f["imm16"], off=16 * f["hw"], opc=OPCS.index(a["opc"]))
     if ins.op == "addsub":
         imm = f["imm12"] << 12 * f["sh"]
         row["imm"] = -imm if a["sub"] else imm
@@ -348,13 +348,16 @@ def _scalar(ins, x):
     kind, bits = ins[KIND_COL], ins[BITS]
     if kind == _ADDSUB:
         _set_reg(x, ins[RD], _reg(x, ins[RN], bits) + np.uint64(ins[IMM]), bits)
-    elif ins[OPC] == 0:
-        _set_reg(x, ins[RD], np.uint64(ins[IMM]), bits)
+        return
+    shift = np.uint64(ins[OFF])
+    value = np.uint64(ins[IMM]) << shift
+    if ins[OPC] == 0:
+        _set_reg(x, ins[RD], value, bits)
     elif ins[OPC] == 1:
-        _set_reg(x, ins[RD], ~np.uint64(ins[IMM]), bits)
+        _set_reg(x, ins[RD], ~value, bits)
     else:
-        keep = _reg(x, ins[RD], bits) & ~(np.uint64(0xFFFF) << np.uint64(ins[OFF]))
-        _set_reg(x, ins[RD], keep | np.uint64(ins[IMM]), bits)
+        keep = _reg(x, ins[RD], bits) & ~(np.uint64(0xFFFF) << shift)
+        _set_reg(x, ins[RD], keep | value, bits)
 
 
 @inline
