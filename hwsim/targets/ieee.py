@@ -90,3 +90,27 @@ def host_is_ieee() -> bool:
     """Whether this thread's float32 arithmetic keeps denormals (no FTZ/DAZ), as kernels using
     these intrinsics assume."""
     return bool(_probe(np.array([2.0 ** -126, 0.5, 0.0], np.float32)))
+
+
+def _uint32_op(name: str, doc: str):
+    @intrinsic
+    def op(typingctx, a, b):
+        sig = types.uint32(types.uint32, types.uint32)
+
+        def codegen(context, builder, signature, args):
+            return getattr(builder, name)(args[0], args[1])
+        return sig, codegen
+    op.__doc__ = doc
+    return op
+
+
+# uint32 arithmetic that stays 32-bit (numba widens uint32 operands to int64, which halves the
+# lanes of a vectorised loop, or scalarises it: x86 has no vector 64-bit multiply): wrapping add,
+# subtract and multiply (two's complement, so for int32 bits too), and, shifts
+add32 = _uint32_op("add", "a + b modulo 2**32")
+sub32 = _uint32_op("sub", "a - b modulo 2**32")
+mul32 = _uint32_op("mul", "a * b modulo 2**32")
+shl32 = _uint32_op("shl", "a << b")
+and32 = _uint32_op("and_", "a & b")
+xor32 = _uint32_op("xor", "a ^ b")
+shr32 = _uint32_op("lshr", "a >> b (logical)")

@@ -35,7 +35,8 @@ import numba
 import numpy as np
 
 from hwsim.targets.floats import RDN, RNE, RUP, jit
-from hwsim.targets.ieee import bits32, bits64, f32, f64, fma32
+from hwsim.targets.ieee import (add32, and32, bits32, bits64, f32, f64, fma32, shl32, shr32,
+                                sub32)
 
 inline = numba.njit(cache=True, nogil=True, inline="always")
 MAX = np.float32(3.4028234663852886e38)   # the largest finite FP32
@@ -76,15 +77,16 @@ def fma32_element(x, a, b, fin, fout):
 @inline
 def fma_bf16_element(x, a, b, fin, fout):
     """BFMulAdd: addend bits ``x`` (BF16) plus ``a * b`` (BF16 values as FP32)."""
-    c = f32(np.uint32(x) << np.uint32(16))
+    c = f32(shl32(np.uint32(x), np.uint32(16)))
     rf = fma32(a, b, c)
     r = bits32(rf)
-    rounded = np.uint32((r + np.uint32(0x7FFF) + ((r >> np.uint32(16)) & np.uint32(1)))
-                        & np.uint32(0xFFFF0000))
+    odd = and32(shr32(r, np.uint32(16)), np.uint32(1))
+    rounded = and32(add32(r, add32(np.uint32(0x7FFF), odd)), np.uint32(0xFFFF0000))
     v = f32(rounded)
     flag = (not abs(rf) <= MAX) | (not abs(v) <= MAX) | (
-        (r & np.uint32(0xFFFF)) == np.uint32(0x8000)) | (fin & subnormal(c)) | _doubtful(v, fout)
-    return rounded >> np.uint32(16), flag
+        and32(r, np.uint32(0xFFFF)) == np.uint32(0x8000)) | (fin & subnormal(c)) | _doubtful(
+        v, fout)
+    return shr32(rounded, np.uint32(16)), flag
 
 
 @inline
@@ -104,9 +106,9 @@ def dot_element(x, a0, a1, b0, b1, lossy, fin, fout):
 def round_odd(s, err):
     """s + err (s the nearest FP32, err its exact error) rounded to odd, then flushed if tiny."""
     b = bits32(s)
-    odd = (err != 0) & ((b & np.uint32(1)) == 0)
+    odd = (err != 0) & (and32(b, np.uint32(1)) == np.uint32(0))
     away = (err > 0) == (s > 0)
-    return flush(f32(np.uint32(b + np.uint32(odd & away) - np.uint32(odd & (not away)))))
+    return flush(f32(sub32(add32(b, np.uint32(odd & away)), np.uint32(odd & (not away)))))
 
 
 @inline

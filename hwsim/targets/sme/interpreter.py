@@ -25,15 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 from hwsim.errors import EncodingError, HwsimError, ProgramError
 from hwsim.isa import sme
 from hwsim.targets.floats import jit
+from hwsim.targets.native import borrow, copy, pointer
 from hwsim.targets.sme import kernels, semantics
 from hwsim.targets.sme.elements import inline
 from hwsim.targets.sme.numerics import CONTROLS, fill_controls
@@ -56,18 +53,16 @@ NEEDS_SM, NEEDS_ZA, NEEDS_B16B16 = 1, 2, 4
 OPCS = ("movz", "movn", "movk")
 OK, AT_ROUTINE, FAULT = range(3)         # how ``execute`` stopped
 
-_ROUTINE, _MOPA, _LD1_Z, _ST1_Z, _LD1_ZA, _ST1_ZA, _LDR_ZA, _STR_ZA, _MOVA_TV, _MOVA_VT, _ZERO, \
-    _SMSTART, _MSR, _MRS, _PTRUE, _WHILELT, _MOVW, _ADDSUB = (KIND[k] for k in (
-        "routine", "mopa", "ld1_z", "st1_z", "ld1_za", "st1_za", "ldr_za", "str_za", "mova_tv",
-        "mova_vt", "zero", "smstart", "msr_fpcr", "mrs_fpcr", "ptrue", "whilelt", "movw",
-        "addsub"))
+(_ROUTINE, _MOPA, _LD1_Z, _ST1_Z, _LD1_ZA, _ST1_ZA, _LDR_ZA, _STR_ZA, _MOVA_TV, _MOVA_VT, _ZERO,
+ _SMSTART, _MSR, _MRS, _PTRUE, _WHILELT, _MOVW, _ADDSUB) = range(len(KINDS))
 _FP32, _BF16, _FP16_WIDE, _BF16_WIDE, _INT8 = (DTYPES.index(d) for d in (
     "fp32", "bf16", "fp16_wide", "bf16_wide", "int8"))
+_EXACT_FMA, _EXACT_DOT, _EXACT_SOP = range(len(DTYPES), len(DTYPES) + 3)   # in kernel_addresses
 _PATTERNS = {name: code for code, name in sme.PATTERNS.items()}
 _POW2, _MUL4, _MUL3, _ALL = (_PATTERNS[p] for p in ("pow2", "mul4", "mul3", "all"))
-# PTRUE vlN patterns: encoding -> N (0: not a vlN pattern)
-_VL = np.array([int(sme.PATTERNS.get(c, "x")[2:]) if sme.PATTERNS.get(c, "").startswith("vl")
-                else 0 for c in range(32)], np.int64)
+_VL = np.zeros(32, np.int64)    # PTRUE vlN patterns: encoding -> N (0: not a vlN pattern)
+for _code, _name in sme.PATTERNS.items():
+    _VL[_code] = int(_name[2:]) if _name.startswith("vl") else 0
 _KNOWN = FPCR.encode(**{k: (1 << FPCR.fields[k].width) - 1 for k in FPCR.fields})
 _AFP_BITS = FPCR.encode(AH=1, FIZ=1, NEP=1)
 _EBF = FPCR.encode(EBF=1)
@@ -88,9 +83,10 @@ class Decoded:
 
 
 def decode(words) -> Decoded:
-    """Decode every instruction of ``words`` (uint32), each distinct word once."""
+    """Decode every instruction of ``words`` (uint32), each distinct word once (in the order
+    they first appear)."""
     words = np.asarray(words, np.uint32).reshape(-1)
-    unique, inverse = np.unique(words, return_inverse=True)
+    unique, inverse = _distinct(words)
     table = np.zeros((len(unique), len(COLUMNS)), np.int64)
     instructions = []
     for row, word in enumerate(unique.tolist()):
@@ -105,7 +101,34 @@ def decode(words) -> Decoded:
             raise ProgramError(f"instruction {at} ({word:#010x}): {exc}") from None
         table[row] = _row(ins)
         instructions.append(ins)
-    return Decoded(table, inverse.astype(np.int32).reshape(-1), unique, instructions)
+    return Decoded(table, inverse, unique, instructions)
+
+
+@jit
+def _distinct(words):
+    """(the distinct words in order of appearance, the index of each word among them): a hash
+    table, because sorting a million words (``np.unique``) takes a hundred times longer."""
+    size = 1024
+    while True:
+        keys = np.full(size, -1, np.int64)
+        rows = np.zeros(size, np.int32)
+        unique = np.zeros(size // 2, np.uint32)
+        inverse = np.zeros(words.shape[0], np.int32)
+        count = 0
+        for i in range(words.shape[0]):
+            word = np.int64(words[i])
+            slot = (word * 2654435761) & (size - 1)
+            while keys[slot] != -1 and keys[slot] != word:
+                slot = (slot + 1) & (size - 1)
+            if keys[slot] == -1:
+                if count == size // 2:
+                    break       # half full: start again twice as large
+                keys[slot], rows[slot], unique[count] = word, count, words[i]
+                count += 1
+            inverse[i] = rows[slot]
+        else:
+            return unique[:count].copy(), inverse
+        size *= 2
 
 
 def _row(ins: sme.Instruction) -> list[int]:
@@ -149,34 +172,6 @@ def _row(ins: sme.Instruction) -> list[int]:
 
 # -- the interpreter ---------------------------------------------------------------------------
 
-@intrinsic
-def _pointer(typingctx, address):
-    sig = types.voidptr(types.intp)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], ir.IntType(8).as_pointer())
-    return sig, codegen
-
-
-@intrinsic
-def _copy(typingctx, destination, source, nbytes):
-    """memcpy between two addresses (no overlap)."""
-    sig = types.void(types.intp, types.intp, types.intp)
-
-    def codegen(context, builder, signature, args):
-        byte = ir.IntType(8).as_pointer()
-        dst, src = builder.inttoptr(args[0], byte), builder.inttoptr(args[1], byte)
-        cgutils.raw_memcpy(builder, dst, src, args[2], 1)
-    return sig, codegen
-
-
-@jit
-def _borrow(a):
-    """``a`` without reference counting (numba counts every array view it makes, atomically):
-    valid while the caller holds ``a``."""
-    return numba.carray(_pointer(a.ctypes.data), a.shape, a.dtype)
-
-
 @inline
 def _reg(x, n, bits):
     """X<n> (W<n> for 32 bits) as uint64; n < 0 is XZR."""
@@ -201,21 +196,6 @@ def _address(ins, x, svl_bytes):
     return base + (_reg(x, ins[RM], 64) << shift)
 
 
-# predicate bits (one bool byte each) read 8 at a time: those governing elements of each size
-_EVERY = np.array([0, 0x0101010101010101, 0x0001000100010001, 0, 0x0000000100000001, 0, 0, 0,
-                   0x0000000000000001], np.uint64)
-
-
-@inline
-def _whole(p64, pg, esize):
-    """Whether predicate ``pg`` makes every ``esize``-byte element active."""
-    every = _EVERY[esize]
-    whole = True
-    for w in range(p64.shape[1]):
-        whole &= (p64[pg, w] & every) == every
-    return whole
-
-
 @inline
 def _transfer(data, row0, col0, row_step, col_step, esize, elements, p, p64, pg, mem, base,
               address, load, fault):
@@ -223,17 +203,17 @@ def _transfer(data, row0, col0, row_step, col_step, esize, elements, p, p64, pg,
     (element e at ``data[row0 + e*row_step, col0 + e*col_step : ... + esize]``) under predicate
     row ``pg`` (-1: all active); inactive elements of a load become zero. Returns the bytes moved,
     or -1 after recording a fault (address, bytes) in ``fault``."""
-    if (pg < 0 or _whole(p64, pg, esize)) and row_step == 0 and col_step == esize:
+    if (pg < 0 or kernels.whole(p64, pg, esize)) and row_step == 0 and col_step == esize:
         extent = elements * esize       # every element, contiguous: one copy
         if address < base or address - base > np.uint64(mem.shape[0] - extent):
-            fault[1], fault[2] = np.int64(address), extent
+            fault[0], fault[1] = np.int64(address), extent
             return -1
         memory = mem.ctypes.data + np.int64(address - base)
         register = data.ctypes.data + row0 * data.shape[1] + col0
         if load:
-            _copy(register, memory, extent)
+            copy(register, memory, extent)
         else:
-            _copy(memory, register, extent)
+            copy(memory, register, extent)
         return extent
     count, last = 0, -1
     for e in range(elements):
@@ -248,7 +228,7 @@ def _transfer(data, row0, col0, row_step, col_step, esize, elements, p, p64, pg,
         return 0
     extent = (last + 1) * esize
     if address < base or address - base > np.uint64(mem.shape[0] - extent):
-        fault[1], fault[2] = np.int64(address), extent
+        fault[0], fault[1] = np.int64(address), extent
         return -1
     at = np.int64(address - base)
     for e in range(last + 1 if not load else elements):
@@ -386,16 +366,17 @@ def _msr(ins, x, control, features, ctl):
 
 @jit
 def execute(table, index, start, stop, z, p, za, x, control, mem, base, numerics, features,
-            moved, fault, outers, exacts):
+            moved, fault, kernel_addresses):
     """Run instructions ``[start, stop)``; returns (``OK`` | ``AT_ROUTINE`` | ``FAULT``, the
     index reached). ``features``: FEAT_AFP, FEAT_EBF16, the EBF=0 default NaN follows FPCR.AH
-    (``bf16_sop_dn`` "pseudocode"). ``fault``: (address, bytes) of a fault. ``outers``: the
-    kernels by ``dtype`` (``kernels.outer``); ``exacts``: their exact functions fma, dot, sop."""
+    (``bf16_sop_dn`` "pseudocode"). ``fault``: (address, bytes) of a fault.
+    ``kernel_addresses``: the kernels by ``dtype`` (``kernels.outer``), then their exact
+    functions fma, dot, sop (``kernels.exact``)."""
     svl_bytes = za.shape[0]
-    table, index, moved, fault = _borrow(table), _borrow(index), _borrow(moved), _borrow(fault)
-    z, p, za, x, control, mem = _borrow(z), _borrow(p), _borrow(za), _borrow(x), \
-        _borrow(control), _borrow(mem)
-    p64 = _borrow(p.view(np.uint8).view(np.uint64))
+    table, index, moved, fault = borrow(table), borrow(index), borrow(moved), borrow(fault)
+    z, p, za, x, control, mem = borrow(z), borrow(p), borrow(za), borrow(x), \
+        borrow(control), borrow(mem)
+    p64 = borrow(p.view(np.uint8).view(np.uint64))
     words = kernels.new_scratch(svl_bytes)
     ctl = np.zeros(CONTROLS, np.int64)
     fill_controls(control[CONTROL_FPCR], features[0] != 0, features[2] != 0, ctl)
@@ -407,7 +388,7 @@ def execute(table, index, start, stop, z, p, za, x, control, mem, base, numerics
             return AT_ROUTINE, i
         if kind == _MOPA:
             if numerics:
-                _outer_product(ins, z, p, za, control, features, ctl, words, outers, exacts)
+                _outer_product(ins, z, p, za, control, features, ctl, words, kernel_addresses)
         elif _LD1_Z <= kind <= _STR_ZA:   # loads and stores
             done = _memory(ins, z, p, p64, za, x, mem, base, svl_bytes, fault)
             if done < 0:
@@ -436,18 +417,22 @@ def execute(table, index, start, stop, z, p, za, x, control, mem, base, numerics
 
 
 @inline
-def _outer_product(ins, z, p, za, control, features, ctl, words, outers, exacts):
+def _outer_product(ins, z, p, za, control, features, ctl, words, addresses):
     dtype = ins[DTYPE]
+    exact = _EXACT_FMA
     if dtype == _INT8:
-        variant, exact = ins[UNSIGNED_N] + 2 * ins[UNSIGNED_M], exacts[0]
+        variant = ins[UNSIGNED_N] + 2 * ins[UNSIGNED_M]
     elif dtype == _FP32 or dtype == _BF16:
-        variant, exact = 0, exacts[0]
+        variant = 0
     else:
         ebf = (control[CONTROL_FPCR] & np.uint64(_EBF)) != 0 and features[1] != 0
         variant = 0 if dtype == _FP16_WIDE else (1 if ebf else 2)
-        exact = exacts[2] if variant == 2 else exacts[1]
-    outers[dtype](za.ctypes, z.ctypes, p.ctypes, ctl.ctypes, words.ctypes, za.shape[0],
-                  ins[TILE], ins[Z], ins[ZM], ins[P], ins[PM], ins[NEG], variant, exact)
+        exact = _EXACT_SOP if variant == 2 else _EXACT_DOT
+    kernels.call_outer(addresses[dtype], (
+        pointer(za.ctypes.data), pointer(z.ctypes.data), pointer(p.ctypes.data),
+        pointer(ctl.ctypes.data), pointer(words.ctypes.data), np.int64(za.shape[0]),
+        ins[TILE], ins[Z], ins[ZM], ins[P], ins[PM], ins[NEG], np.int64(variant),
+        addresses[exact]))
 
 
 # -- the Python entry --------------------------------------------------------------------------
@@ -458,16 +443,17 @@ def features(params) -> np.ndarray:
                     np.int64)
 
 
-def _kernels(decoded: Decoded, numerics: bool, params) -> tuple:
-    """The outer-product kernels and exact functions this program can call, and stand-ins for
-    the others (so that nothing it does not use is compiled)."""
+def _kernels(decoded: Decoded, numerics: bool, params) -> np.ndarray:
+    """The addresses of the outer-product kernels and exact functions this program can call, and
+    of stand-ins for the others (so that nothing it does not use is compiled)."""
     rows = decoded.table
     dtypes = set(rows[rows[:, KIND_COL] == _MOPA, DTYPE].tolist()) if numerics else set()
     sop = _BF16_WIDE in dtypes
-    outers = tuple(kernels.outer(name, code in dtypes) for code, name in enumerate(DTYPES))
-    return outers, (kernels.exact("fma", bool(dtypes & {_FP32, _BF16})),
-                    kernels.exact("dot", _FP16_WIDE in dtypes or (sop and bool(params.feat_ebf16))),
-                    kernels.exact("sop", sop))
+    functions = [kernels.outer(name, code in dtypes) for code, name in enumerate(DTYPES)] + [
+        kernels.exact("fma", bool(dtypes & {_FP32, _BF16})),
+        kernels.exact("dot", _FP16_WIDE in dtypes or (sop and bool(params.feat_ebf16))),
+        kernels.exact("sop", sop)]
+    return np.array([f.address for f in functions], np.int64)
 
 
 def run(state, program, decoded: Decoded, start: int, stop: int, numerics: bool, params,
@@ -476,12 +462,12 @@ def run(state, program, decoded: Decoded, start: int, stop: int, numerics: bool,
     first, and return that position (the routine's index, or ``stop``). ``moved`` (int64, one
     per instruction) receives the bytes each memory instruction moved. A memory fault raises the
     ``ProgramError`` ``semantics`` raises, after the instructions before it."""
-    fault = np.zeros(3, np.int64)
+    fault = np.zeros(2, np.int64)
     status, at = execute(decoded.table, decoded.index, start, stop, state.z, state.p, state.za,
                          state.x, state.control, state.mem.data, state.mem.base, numerics,
-                         features(params), moved, fault, *_kernels(decoded, numerics, params))
+                         features(params), moved, fault, _kernels(decoded, numerics, params))
     if status == FAULT:
-        address, nbytes = int(fault[1]) & semantics.MASK64, int(fault[2])
+        address, nbytes = int(fault[0]) & semantics.MASK64, int(fault[1])
         try:
             state.mem.view(address, nbytes)
         except HwsimError as exc:

@@ -38,14 +38,13 @@ compare the kernels with.
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 from numba import carray, cfunc, types
-from numba.core.errors import NumbaExperimentalFeatureWarning
 
 from hwsim.targets.floats import RNE, jit
-from hwsim.targets.ieee import bits32, f32
+from hwsim.targets.ieee import add32, and32, bits32, f32, mul32, shl32, sub32, xor32
+from hwsim.targets.native import caller, pointer
 from hwsim.targets.sme.elements import (directed, dot_element, fma32_element, fma_bf16_element,
                                         half, inline, sop_element, subnormal)
 from hwsim.targets.sme.numerics import (CONTROLS, FLUSH16_IN, FLUSH_IN, FLUSH_OUT, MODE,
@@ -59,9 +58,8 @@ B0, B1, OLD = range(3)   # scratch rows: the column operands (or int8 sources), 
 # signature each: EXACT(x, a0, a1, b0, b1, variant, controls), OUTER below.
 EXACT = types.uint64(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64,
                      types.int64, types.voidptr)
-_NIL = np.uint64(0)   # an unused EXACT argument (calls through a pointer take the exact types)
-# numba calls function pointers an experimental feature (since 0.49): we rely on it knowingly
-warnings.filterwarnings("ignore", "First-class function type", NumbaExperimentalFeatureWarning)
+_NIL = np.uint64(0)   # an unused EXACT argument
+_call_exact = caller(EXACT)
 
 
 def _exact_fma(x, a, _, b, __, mbits, ctl):
@@ -119,11 +117,12 @@ def whole(p64, pg, esize):
     return result
 
 
+@jit
 def _operands(zn, zm, pn, pm, za, scratch):
     """The tile kernels' arguments for two source vectors and two predicates."""
     predicates = np.stack((pn, pm))
-    return (np.stack((zn, zm)), predicates, predicates.view(np.uint64),
-            new_scratch(4 * za.shape[1]) if scratch is None else scratch)
+    words = new_scratch(4 * za.shape[1]) if scratch is None else scratch
+    return np.stack((zn, zm)), predicates, predicates.view(np.uint64), words
 
 
 # -- non-widening: FMOPA (FP32), BFMOPA (BF16) -------------------------------------------------
@@ -132,7 +131,8 @@ def _operands(zn, zm, pn, pm, za, scratch):
 def fma_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, esize, neg, ebits, mbits, ctl, words,
              exact_fma):
     """Sources ``zs[n]``, ``zs[m]`` under ``ps[pn]``, ``ps[pm]`` (``ps64``: ``ps`` as uint64
-    words). ``ebits`` must be 8 (BF16, FP32); ``exact_fma``: ``exact("fma")``."""
+    words). ``ebits`` must be 8 (BF16, FP32); ``exact_fma``: the address of ``exact("fma")``, or
+    None to link ``numerics.fma`` in."""
     dim = za.shape[1]
     flip = np.uint32(1 << (ebits + mbits)) if neg else np.uint32(0)
     shift = np.uint32(23 - mbits)                 # BF16 -> FP32 bits
@@ -148,8 +148,8 @@ def fma_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, esize, neg, ebits, mbits, 
         if fast and mbits == 7:
             for j in range(dim):
                 x = za[r, j]
-                value, flag = fma_bf16_element(x, a, f32(np.uint32(zs[m, j]) << shift), False,
-                                               False)
+                value, flag = fma_bf16_element(x, a, f32(shl32(np.uint32(zs[m, j]), shift)),
+                                               False, False)
                 bad |= flag
                 words[OLD, j] = x
                 za[r, j] = value
@@ -183,16 +183,21 @@ def _fma_row(za, r, abits, zs, m, ps, pm, esize, words, mbits, ctl, exact_fma):
             value, flag = fma_bf16_element(x, a, b, fin, fout)
         else:
             value, flag = fma32_element(x, a, b, fin, fout)
-        if flag or (fin and (subnormal(a) or subnormal(b))):
-            value = exact_fma(np.uint64(x), np.uint64(abits), _NIL, np.uint64(zs[m, j]), _NIL,
-                              np.int64(mbits), ctl.ctypes)
+        if not (flag or (fin and (subnormal(a) or subnormal(b)))):
+            pass
+        elif exact_fma is None:     # linked in (``mopa_fma``)
+            value = fma(x, abits, zs[m, j], 8, mbits, ctl)
+        else:
+            value = _call_exact(exact_fma, (np.uint64(x), np.uint64(abits), _NIL,
+                                            np.uint64(zs[m, j]), _NIL, np.int64(mbits),
+                                            pointer(ctl.ctypes.data)))
         za[r, j] = value
 
 
+@jit
 def mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
     zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
-    fma_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, esize, neg, ebits, mbits, ctl, words,
-             exact("fma"))
+    fma_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, esize, neg, ebits, mbits, ctl, words, None)
 
 
 def mopa_fma_twin(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
@@ -218,7 +223,8 @@ def _flushes_halves(mode, ctl):
 @inline
 def dot2_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, mode, ctl, words, exact_dot):
     """``mode``: 0 FP16 (FPDotAdd_ZA), 1 BF16 with EBF=1, 2 BF16 with EBF=0 (Round to Odd);
-    ``exact_dot``: ``exact("sop")`` for mode 2, else ``exact("dot")``."""
+    ``exact_dot``: the address of ``exact("sop")`` for mode 2, else of ``exact("dot")``, or None
+    to link the ``numerics`` functions in."""
     dim = za.shape[1]
     fp16 = mode == 0
     flip = np.uint32(0x8000) if neg else np.uint32(0)
@@ -280,15 +286,20 @@ def _dot2_row(za, r, h0, h1, zs, m, ps, pm, r0, r1, words, mode, ctl, exact_dot)
         if flag or exact:
             g0 = np.uint64(zs[m, 2 * j]) if c0 else np.uint64(0)
             g1 = np.uint64(zs[m, 2 * j + 1]) if c1 else np.uint64(0)
-            value = exact_dot(np.uint64(x), np.uint64(h0), np.uint64(h1), g0, g1, np.int64(mode),
-                              ctl.ctypes)
+            if exact_dot is not None:
+                value = _call_exact(exact_dot, (np.uint64(x), np.uint64(h0), np.uint64(h1), g0,
+                                                g1, np.int64(mode), pointer(ctl.ctypes.data)))
+            elif mode == 2:         # linked in (``mopa_dot2``)
+                value = bf16_dot_add(x, h0, h1, g0, g1, ctl)
+            else:
+                value = dot_add(x, h0, h1, g0, g1, mode == 1, ctl)
         za[r, j] = value
 
 
+@jit
 def mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
     zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
-    dot2_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, mode, ctl, words,
-              exact("sop" if mode == 2 else "dot"))
+    dot2_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, mode, ctl, words, None)
 
 
 def mopa_dot2_twin(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
@@ -313,29 +324,44 @@ def mopa_dot2_twin(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
 # -- integer: SMOPA/UMOPA/SUMOPA/USMOPA -----------------------------------------------------
 
 @inline
+def _byte(x, sign_bit, active):
+    """A source byte as a 32-bit two's complement value: sign-extended when ``sign_bit`` is 0x80
+    (0 for unsigned), zero when not ``active``."""
+    value = sub32(xor32(np.uint32(x), sign_bit), sign_bit)
+    return and32(value, sub32(np.uint32(0), np.uint32(active)))
+
+
+@inline
 def int8_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, unsigned_n, unsigned_m, words):
+    """All arithmetic in 32-bit two's complement (``ieee.add32``...), which wraps as Arm's does
+    and vectorises."""
     dim = za.shape[1]
-    for e in range(4 * dim):   # row B0: the first source; row B1: the second, transposed
-        x, y = np.int32(zs[n, e]), np.int32(zs[m, e])
-        if not unsigned_n and x >= 128:
-            x -= 256
-        if not unsigned_m and y >= 128:
-            y -= 256
-        words[B0, e] = np.uint32((-x if neg else x) * np.int32(ps[pn, e]))
-        words[B1, (e & 3) * dim + (e >> 2)] = np.uint32(y * np.int32(ps[pm, e]))
+    sign_n = np.uint32(0) if unsigned_n else np.uint32(0x80)
+    sign_m = np.uint32(0) if unsigned_m else np.uint32(0x80)
+    scale = np.uint32(0xFFFFFFFF) if neg else np.uint32(1)   # -1 or 1
+    for j in range(dim):   # row B1: the second source transposed, its inactive bytes zero
+        e = 4 * j
+        words[B1, j] = _byte(zs[m, e], sign_m, ps[pm, e])
+        words[B1, dim + j] = _byte(zs[m, e + 1], sign_m, ps[pm, e + 1])
+        words[B1, 2 * dim + j] = _byte(zs[m, e + 2], sign_m, ps[pm, e + 2])
+        words[B1, 3 * dim + j] = _byte(zs[m, e + 3], sign_m, ps[pm, e + 3])
     for i in range(dim):
-        a0, a1 = np.int32(words[B0, 4 * i]), np.int32(words[B0, 4 * i + 1])
-        a2, a3 = np.int32(words[B0, 4 * i + 2]), np.int32(words[B0, 4 * i + 3])
+        e = 4 * i
+        a0 = mul32(scale, _byte(zs[n, e], sign_n, ps[pn, e]))
+        a1 = mul32(scale, _byte(zs[n, e + 1], sign_n, ps[pn, e + 1]))
+        a2 = mul32(scale, _byte(zs[n, e + 2], sign_n, ps[pn, e + 2]))
+        a3 = mul32(scale, _byte(zs[n, e + 3], sign_n, ps[pn, e + 3]))
         if a0 == 0 and a1 == 0 and a2 == 0 and a3 == 0:
             continue   # adds nothing
         r = i * step + t
         for j in range(dim):
-            total = (a0 * np.int32(words[B1, j]) + a1 * np.int32(words[B1, dim + j])
-                     + a2 * np.int32(words[B1, 2 * dim + j])
-                     + a3 * np.int32(words[B1, 3 * dim + j]))   # |total| <= 2**16
-            za[r, j] = np.uint32((np.int64(za[r, j]) + total) & 0xFFFFFFFF)
+            total = add32(add32(mul32(a0, words[B1, j]), mul32(a1, words[B1, dim + j])),
+                          add32(mul32(a2, words[B1, 2 * dim + j]),
+                                mul32(a3, words[B1, 3 * dim + j])))
+            za[r, j] = add32(np.uint32(za[r, j]), total)
 
 
+@jit
 def mopa_int8(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scratch=None):
     zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
     int8_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, unsigned_n, unsigned_m, words)
@@ -355,7 +381,8 @@ def mopa_int8_twin(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scr
 
 OUTER = types.void(types.voidptr, types.voidptr, types.voidptr, types.voidptr, types.voidptr,
                    types.int64, types.int64, types.int64, types.int64, types.int64, types.int64,
-                   types.int64, types.int64, types.FunctionType(EXACT))
+                   types.int64, types.int64, types.int64)
+call_outer = caller(OUTER)
 
 
 def _outer_fp32(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact_fma):
@@ -398,6 +425,7 @@ _OUTER = {"fp32": _outer_fp32, "bf16": _outer_bf16, "fp16_wide": _outer_wide,
 def outer(dtype: str, needed: bool = True):
     """The kernel of outer products of ``dtype`` (``semantics.MOPA``) as a function of the
     machine's storage by address (OUTER: ZA, Z, P, controls, scratch, SVL in bytes, tile, Zn, Zm,
-    Pn, Pm, neg, variant, exact function), compiled on first use. ``variant``: the widening mode
-    (``dot2_tile``), or for int8 unsigned_n + 2 * unsigned_m. ``needed=False``: a stand-in."""
+    Pn, Pm, neg, variant, the address of its exact function), compiled on first use; call it with
+    ``call_outer(outer(...).address, arguments)``. ``variant``: the widening mode (``dot2_tile``),
+    or for int8 unsigned_n + 2 * unsigned_m. ``needed=False``: a stand-in."""
     return cfunc(OUTER, cache=True)(_OUTER[dtype] if needed else _outer_absent)
