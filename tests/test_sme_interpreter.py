@@ -322,3 +322,8 @@ def test_builder_programs_run_the_same_as_instruction_lists():
     interpret(a, builder.program())
     reference(b, _program(text))
     assert_same_state(a, b)
+
+
+def test_the_host_keeps_denormals_as_the_fast_paths_assume():
+    from hwsim.targets.ieee import host_is_ieee
+    assert host_is_ieee()

@@ -86,10 +86,13 @@ def _probe(values):
     return bits32(tiny) == np.uint32(0x00400000) and bits32(back) == np.uint32(0x00800000)
 
 
+_PROBE = np.array([2.0 ** -126, 0.5, 0.0], np.float32)
+
+
 def host_is_ieee() -> bool:
     """Whether this thread's float32 arithmetic keeps denormals (no FTZ/DAZ), as kernels using
     these intrinsics assume."""
-    return bool(_probe(np.array([2.0 ** -126, 0.5, 0.0], np.float32)))
+    return bool(_probe(_PROBE))
 
 
 def _uint32_op(name: str, doc: str):

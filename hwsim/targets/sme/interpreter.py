@@ -30,6 +30,7 @@ import numpy as np
 from hwsim.errors import EncodingError, HwsimError, ProgramError
 from hwsim.isa import sme
 from hwsim.targets.floats import jit
+from hwsim.targets.ieee import host_is_ieee
 from hwsim.targets.native import borrow, copy, pointer
 from hwsim.targets.sme import kernels, semantics
 from hwsim.targets.sme.elements import inline
@@ -203,18 +204,26 @@ def _transfer(data, row0, col0, row_step, col_step, esize, elements, p, p64, pg,
     (element e at ``data[row0 + e*row_step, col0 + e*col_step : ... + esize]``) under predicate
     row ``pg`` (-1: all active); inactive elements of a load become zero. Returns the bytes moved,
     or -1 after recording a fault (address, bytes) in ``fault``."""
-    if (pg < 0 or kernels.whole(p64, pg, esize)) and row_step == 0 and col_step == esize:
-        extent = elements * esize       # every element, contiguous: one copy
-        if address < base or address - base > np.uint64(mem.shape[0] - extent):
-            fault[0], fault[1] = np.int64(address), extent
-            return -1
-        memory = mem.ctypes.data + np.int64(address - base)
-        register = data.ctypes.data + row0 * data.shape[1] + col0
-        if load:
-            copy(register, memory, extent)
-        else:
-            copy(memory, register, extent)
-        return extent
+    if not ((pg < 0 or kernels.whole(p64, pg, esize)) and row_step == 0 and col_step == esize):
+        return _transfer_elements(data, row0, col0, row_step, col_step, esize, elements, p, pg,
+                                  mem, base, address, load, fault)
+    extent = elements * esize       # every element, contiguous: one copy
+    if address < base or address - base > np.uint64(mem.shape[0] - extent):
+        fault[0], fault[1] = np.int64(address), extent
+        return -1
+    memory = mem.ctypes.data + np.int64(address - base)
+    register = data.ctypes.data + row0 * data.shape[1] + col0
+    if load:
+        copy(register, memory, extent)
+    else:
+        copy(memory, register, extent)
+    return extent
+
+
+@jit
+def _transfer_elements(data, row0, col0, row_step, col_step, esize, elements, p, pg, mem, base,
+                       address, load, fault):
+    """``_transfer`` element by element: some inactive, or a vertical slice."""
     count, last = 0, -1
     for e in range(elements):
         if pg < 0 or p[pg, e * esize]:
@@ -226,7 +235,7 @@ def _transfer(data, row0, col0, row_step, col_step, esize, elements, p, p64, pg,
                 for b in range(esize):
                     data[row0 + e * row_step, col0 + e * col_step + b] = 0
         return 0
-    extent = (last + 1) * esize
+    extent = (last + 1) * esize     # inactive elements never fault
     if address < base or address - base > np.uint64(mem.shape[0] - extent):
         fault[0], fault[1] = np.int64(address), extent
         return -1
@@ -462,6 +471,9 @@ def run(state, program, decoded: Decoded, start: int, stop: int, numerics: bool,
     first, and return that position (the routine's index, or ``stop``). ``moved`` (int64, one
     per instruction) receives the bytes each memory instruction moved. A memory fault raises the
     ``ProgramError`` ``semantics`` raises, after the instructions before it."""
+    if numerics and not host_is_ieee():
+        raise HwsimError("this thread's float32 arithmetic flushes denormals (x86 MXCSR FTZ/DAZ, "
+                         "set by another library); the exact SME outer products need it off")
     fault = np.zeros(2, np.int64)
     status, at = execute(decoded.table, decoded.index, start, stop, state.z, state.p, state.za,
                          state.x, state.control, state.mem.data, state.mem.base, numerics,
