@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import hwsim
 from hwsim.errors import ProgramError
 from hwsim.isa import sme
+from hwsim.targets.ieee import host_is_ieee
 from hwsim.targets.sme import interpreter, program as sme_program
 from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import SEMANTICS
@@ -254,7 +255,8 @@ def test_faults_raise_the_same_error_after_the_same_instructions(line, nbytes):
 
 def test_fault_message_names_the_trace_line(tmp_path):
     trace = tmp_path / "bad.trace"
-    trace.write_text(".target sme\nsmstart\nptrue p0.s\nmov x0, #0xfffff0\nld1w {z0.s}, p0/z, [x0]\n")
+    trace.write_text(".target sme\nsmstart\nptrue p0.s\nmov x0, #0xfffff0\n"
+                     "ld1w {z0.s}, p0/z, [x0]\n")
     simpy_machine, fast = twins()
     with pytest.raises(ProgramError) as want:
         simpy_machine.run(trace)
@@ -325,5 +327,4 @@ def test_builder_programs_run_the_same_as_instruction_lists():
 
 
 def test_the_host_keeps_denormals_as_the_fast_paths_assume():
-    from hwsim.targets.ieee import host_is_ieee
     assert host_is_ieee()

@@ -1,9 +1,10 @@
 """The host's IEEE-754 binary32 arithmetic, for kernels that prove when it equals a model's.
 
-numba has no scalar bit casts between floats and integers of the same width and no fused
-multiply-add; these intrinsics lower to single LLVM instructions (``bitcast``, ``llvm.fma.f32``), so loops using them
-still vectorise. ``fma32(a, b, c)`` is ``a * b + c`` rounded once to nearest-even, as IEEE 754
-defines fusedMultiplyAdd (an FMA instruction on x86-64 with FMA3 and on AArch64; otherwise
+numba has no scalar bit casts between floats and integers of the same width, no fused
+multiply-add, and widens 32-bit integer arithmetic to 64 bits; these intrinsics lower to single
+LLVM instructions (``bitcast``, ``llvm.fma.f32``, 32-bit ``add``/``mul``/...), so loops using
+them vectorise fully. ``fma32(a, b, c)`` is ``a * b + c`` rounded once to nearest-even, as IEEE
+754 defines fusedMultiplyAdd (an FMA instruction on x86-64 with FMA3 and on AArch64; otherwise
 LLVM calls the C library's ``fmaf``, which is exact too).
 
 They assume the default floating-point environment: round to nearest-even, no flush-to-zero of

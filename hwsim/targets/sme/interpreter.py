@@ -386,7 +386,7 @@ def execute(table, index, start, stop, z, p, za, x, control, mem, base, numerics
     z, p, za, x, control, mem = borrow(z), borrow(p), borrow(za), borrow(x), \
         borrow(control), borrow(mem)
     p64 = borrow(p.view(np.uint8).view(np.uint64))
-    words = kernels.new_scratch(svl_bytes)
+    words = kernels.scratch(svl_bytes)
     ctl = np.zeros(CONTROLS, np.int64)
     fill_controls(control[CONTROL_FPCR], features[0] != 0, features[2] != 0, ctl)
     base = np.uint64(base)

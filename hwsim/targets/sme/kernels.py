@@ -92,13 +92,9 @@ def exact(name: str, needed: bool = True):
 
 
 @jit
-def new_scratch(svl_bytes):
-    return np.zeros((3, max(svl_bytes, 16)), np.uint32)
-
-
-def scratch(svl_bytes: int) -> np.ndarray:
+def scratch(svl_bytes):
     """Working memory for any kernel at this vector length."""
-    return new_scratch(svl_bytes)
+    return np.zeros((3, max(svl_bytes, 16)), np.uint32)
 
 
 # predicate bits (one bool byte each) read 8 at a time: those governing elements of each size
@@ -118,10 +114,10 @@ def whole(p64, pg, esize):
 
 
 @jit
-def _operands(zn, zm, pn, pm, za, scratch):
+def _operands(zn, zm, pn, pm, za, given):
     """The tile kernels' arguments for two source vectors and two predicates."""
     predicates = np.stack((pn, pm))
-    words = new_scratch(4 * za.shape[1]) if scratch is None else scratch
+    words = scratch(4 * za.shape[1]) if given is None else given
     return np.stack((zn, zm)), predicates, predicates.view(np.uint64), words
 
 
