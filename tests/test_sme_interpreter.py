@@ -328,3 +328,9 @@ def test_builder_programs_run_the_same_as_instruction_lists():
 
 def test_the_host_keeps_denormals_as_the_fast_paths_assume():
     assert host_is_ieee()
+
+
+def test_every_semantics_kind_has_an_interpreter_kind():
+    assert set(interpreter.KINDS) == set(SEMANTICS) | {"routine"}
+    assert interpreter.KINDS[interpreter.KIND["ld1_z"]:interpreter.KIND["str_za"] + 1] == (
+        "ld1_z", "st1_z", "ld1_za", "st1_za", "ldr_za", "str_za")   # ``execute`` relies on it
