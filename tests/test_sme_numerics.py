@@ -222,7 +222,7 @@ def test_bf16_widening_standard_round_to_odd(acc, a, f, reading):
     assert got == o_bf16_sop(acc, a[0], a[1], a[2], a[3], dn_sign)
 
 
-@pytest.mark.parametrize("c,a,b,f,want", [
+EDGES = [
     (0x9359, 0x2A20, 0x51A6, Fpcr(), 0x3C4F),   # fmaf-then-narrow would give 0x3C50
     (0x3F80, 0x3B80, 0x3F80, Fpcr(), 0x3F80),   # 1 + 2**-8: a tie, to even
     (0x3F81, 0x3B80, 0x3F80, Fpcr(), 0x3F82),   # tie, to even (up)
@@ -239,7 +239,10 @@ def test_bf16_widening_standard_round_to_odd(acc, a, f, reading):
     (0x0001, 0x0000, 0x3F80, Fpcr(fz=True), 0x0000),   # ... unless FZ
     (0x0001, 0x0000, 0x3F80, Fpcr(fz=True, ah=True), 0x0000),   # (output flush with AH)
     (0x0001, 0x0000, 0x3F80, Fpcr(fiz=True), 0x0000),
-])
+]
+
+
+@pytest.mark.parametrize("c,a,b,f,want", EDGES)
 def test_bf16_fma_edges(c, a, b, f, want):
     assert numerics.fma(c, a, b, 8, 7, f.ctl()) == want == o_fma(c, a, b, BF16, f)
 
@@ -405,3 +408,70 @@ def test_mopa_fma_zero_results_take_arm_signs(rmode):
                     kernels.mopa_fma(tile, 0, 1, np.full(dim, a, dtype), np.full(dim, b, dtype),
                                      ones, ones, esize, False, *fmt, f.ctl())
                     assert np.all(tile == o_fma(c, a, b, fmt, f)), (c, a, b)
+
+
+# -- kernels against the oracle, element by element ---------------------------------------------
+# Tiles at SVL 128 drawn like the element tests' operands; every column active (the kernels' fast
+# loops, whose flagged elements go the exact way) or drawn predicates (the checking path).
+
+KERNEL_FORMATS = {BF16: (2, np.uint16, (118, 136)), FP32: (4, np.uint32, (110, 150))}
+
+
+def _vector(data, fmt, size, lo, hi, dtype):
+    return np.array(data.draw(st.lists(numbers(fmt, lo, hi), min_size=size, max_size=size)),
+                    dtype)
+
+
+def _predicate(data, whole):
+    return np.ones(16, bool) if whole else np.array(
+        data.draw(st.lists(st.booleans(), min_size=16, max_size=16)), bool)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fmt=st.sampled_from([BF16, FP32]), data=st.data(), f=fpcrs, whole=st.booleans(),
+       neg=st.booleans())
+def test_fma_kernel_against_the_oracle(fmt, data, f, whole, neg):
+    esize, dtype, (lo, hi) = KERNEL_FORMATS[fmt]
+    dim = 16 // esize
+    tile = _vector(data, fmt, dim * dim, lo, hi, dtype).reshape(dim, dim)
+    zn, zm = (_vector(data, fmt, dim, lo + 4, hi - 4, dtype) for _ in range(2))
+    pn, pm = _predicate(data, True), _predicate(data, whole)
+    got = tile.copy()
+    kernels.mopa_fma(got, 0, 1, zn, zm, pn, pm, esize, neg, *fmt, f.ctl())
+    for i in range(dim):
+        for j in range(dim):
+            a = int(zn[i]) ^ (neg << sum(fmt))
+            want = o_fma(int(tile[i, j]), a, int(zm[j]), fmt, f) if pm[j * esize] else tile[i, j]
+            assert got[i, j] == want, (i, j)
+
+
+@settings(max_examples=60, deadline=None)
+@given(mode=st.sampled_from([0, 1, 2]), data=st.data(), f=fpcrs, whole=st.booleans(),
+       neg=st.booleans())
+def test_widening_kernel_against_the_oracle(mode, data, f, whole, neg):
+    fmt, (lo, hi) = (FP16, (0, 31)) if mode == 0 else (BF16, (115, 140))
+    tile = _vector(data, FP32, 16, 110, 150, np.uint32).reshape(4, 4)
+    zn, zm = (_vector(data, fmt, 8, lo, hi, np.uint16) for _ in range(2))
+    pn, pm = _predicate(data, True), _predicate(data, whole)
+    got = tile.copy()
+    kernels.mopa_dot2(got, 0, 1, zn, zm, pn, pm, neg, mode, f.ctl())
+    for i in range(4):
+        for j in range(4):
+            c = [bool(pm[4 * j + 2 * k]) for k in (0, 1)]
+            if not (c[0] or c[1]):
+                assert got[i, j] == tile[i, j]
+                continue
+            a = [int(zn[2 * i + k]) ^ (neg << 15) for k in (0, 1)]
+            b = [int(zm[2 * j + k]) if c[k] else 0 for k in (0, 1)]
+            want = o_bf16_sop(int(tile[i, j]), a[0], a[1], b[0], b[1], f.ah) if mode == 2 else \
+                o_dot_add(int(tile[i, j]), a[0], a[1], b[0], b[1], fmt, f)
+            assert got[i, j] == want, (i, j)
+
+
+@pytest.mark.parametrize("c,a,b,f,want", EDGES)
+def test_fma_kernel_edges_through_its_fast_loop(c, a, b, f, want):
+    tile = np.full((8, 8), c, np.uint16)
+    ones = np.ones(16, bool)
+    kernels.mopa_fma(tile, 0, 1, np.full(8, a, np.uint16), np.full(8, b, np.uint16), ones, ones,
+                     2, False, *BF16, f.ctl())
+    assert np.all(tile == want)

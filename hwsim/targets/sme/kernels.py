@@ -4,10 +4,16 @@ A kernel updates one tile of ZA in place from two source vectors (typed rows of 
 two governing predicates (one bool per predicate bit, ``state.SmeState.p`` rows). The tile is given
 as the ZA array viewed as its element type (``za``, C-contiguous, one row per ZA array row), the
 tile number ``t`` and the number of tiles of that size ``step``: tile row ``i`` is array row
-``i * step + t`` (Arm ARM, ZA tile mapping); a bare (dim x dim) array is ``(tile, 0, 1)``. Keeping
-the array contiguous lets numba vectorise. Inactive rows and columns leave the tile unmodified.
-``neg`` selects the ...MOPS form: the first source's active elements are negated (their sign bit
-flipped, BFNeg/FPNeg; the integer forms subtract).
+``i * step + t`` (Arm ARM, ZA tile mapping); a bare (dim x dim) array is ``(tile, 0, 1)``.
+Inactive rows and columns leave the tile unmodified. ``neg`` selects the ...MOPS form: the first
+source's active elements are negated (their sign bit flipped, BFNeg/FPNeg; the integer forms
+subtract).
+
+Each kernel comes twice. ``*_tile`` takes its sources as (register file, register number) pairs
+(``zs[n]``, ``ps[pn]``: a typed Z view and the predicate array) and working memory owned by the
+caller (``scratch(svl_bytes)``): it allocates nothing and makes no array views, so that the
+compiled interpreter runs it without touching reference counts. ``mopa_*`` takes the source
+vectors themselves, and allocates its scratch when given none.
 
 * ``mopa_fma``: non-widening BFMOPA/BFMOPS (.H) and FMOPA/FMOPS (.S): ``numerics.fma`` per element.
 * ``mopa_dot2``: widening BFMOPA/BFMOPS and FMOPA/FMOPS (16-bit pairs into .S): for each element,
@@ -17,177 +23,347 @@ flipped, BFNeg/FPNeg; the integer forms subtract).
 * ``mopa_int8``: SMOPA/UMOPA/SUMOPA/USMOPA/...MOPS, 4-way int8 -> int32: each element adds the
   products of its active byte pairs, exactly, wrapping to 32 bits.
 
-The twins (``*_twin``) take the same arguments: ``mopa_int8_twin`` is a vectorised numpy
-computation; the float twins run the same code uncompiled (``.py_func``), for debugging and so that
-the tests can compare compiled and interpreted behaviour.
+How the float kernels stay exact and fast: each tile row is computed by a branch-free loop (it
+vectorises) of the ``elements`` functions, in the host's binary32 arithmetic, which flag every
+element whose result may differ from Arm's; a row with a flagged element is computed again from
+its old values, the flagged elements by the exact per-element ``numerics`` functions. Rows take
+the fast loop when rounding to nearest (widening BF16 with EBF=0 ignores FPCR), with no FPCR flush
+mode, and with every column active; otherwise every element goes through the checking path.
+
+The twins (``*_twin``) take the same arguments and follow the Arm pseudocode per element with the
+exact ``numerics`` functions (``mopa_int8_twin`` is vectorised numpy): the reference the tests
+compare the kernels with.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from numba import carray, cfunc, types
 
-from hwsim.targets.floats import RDN, RNE, RUP, jit
-from hwsim.targets.sme.numerics import MODE, bf16_dot_add, dot_add, fma
+from hwsim.targets.floats import RNE, jit
+from hwsim.targets.ieee import add32, and32, bits32, f32, mul32, shl32, sub32, xor32
+from hwsim.targets.native import caller, pointer
+from hwsim.targets.sme.elements import (directed, dot_element, fma32_element, fma_bf16_element,
+                                        half, inline, sop_element, subnormal)
+from hwsim.targets.sme.numerics import (CONTROLS, FLUSH16_IN, FLUSH_IN, FLUSH_OUT, MODE,
+                                        bf16_dot_add, dot_add, fma)
+
+B0, B1, OLD = range(3)   # scratch rows: the column operands (or int8 sources), a row's old values
+
+# Compiled apart, called through pointers: the exact per-element functions (compiling one takes
+# seconds), so that a kernel neither inlines them nor compiles one it does not use, and the kernels
+# themselves (``outer``), so that the interpreter compiles only the ones a program uses. One
+# signature each: EXACT(x, a0, a1, b0, b1, variant, controls), OUTER below.
+EXACT = types.uint64(types.uint64, types.uint64, types.uint64, types.uint64, types.uint64,
+                     types.int64, types.voidptr)
+_NIL = np.uint64(0)   # an unused EXACT argument
+_call_exact = caller(EXACT)
+
+
+def _exact_fma(x, a, _, b, __, mbits, ctl):
+    """FPMulAdd (``mbits`` 23) or BFMulAdd (7)."""
+    return fma(x, a, b, 8, mbits, carray(ctl, CONTROLS, np.int64))
+
+
+def _exact_dot(acc, a0, a1, b0, b1, mode, ctl):
+    """FPDotAdd_ZA (``mode`` 0) or BFDotAdd with EBF=1 (1)."""
+    return dot_add(acc, a0, a1, b0, b1, mode == 1, carray(ctl, CONTROLS, np.int64))
+
+
+def _exact_sop(acc, a0, a1, b0, b1, mode, ctl):
+    """BFDotAdd with EBF=0."""
+    return bf16_dot_add(acc, a0, a1, b0, b1, carray(ctl, CONTROLS, np.int64))
+
+
+def _absent(x, a0, a1, b0, b1, variant, ctl):
+    return np.uint64(0)
+
+
+_EXACT = {"fma": _exact_fma, "dot": _exact_dot, "sop": _exact_sop}
+
+
+@functools.cache
+def exact(name: str, needed: bool = True):
+    """The exact function ``name`` (``fma``, ``dot``, ``sop``), compiled on first use;
+    ``needed=False``: a stand-in of the same type for a caller that will not call it."""
+    return cfunc(EXACT, cache=True)(_EXACT[name] if needed else _absent)
 
 
 @jit
-def _to_f64_bits(x, mbits):
-    """float64 bits of a BF16/FP32 value that is normal or zero (anything else: garbage)."""
-    x = np.uint64(x)
-    exp = (x >> np.uint64(mbits)) & np.uint64(0xFF)
-    body = ((exp + np.uint64(1023 - 127)) << np.uint64(52)) | (
-        (x & np.uint64((1 << mbits) - 1)) << np.uint64(52 - mbits))
-    return ((x >> np.uint64(8 + mbits)) << np.uint64(63)) | (body * np.uint64(exp != 0))
+def scratch(svl_bytes):
+    """Working memory for any kernel at this vector length."""
+    return np.zeros((3, max(svl_bytes, 16)), np.uint32)
+
+
+# predicate bits (one bool byte each) read 8 at a time: those governing elements of each size
+_EVERY = np.array([0, 0x0101010101010101, 0x0001000100010001, 0, 0x0000000100000001, 0, 0, 0,
+                   0x0000000000000001], np.uint64)
+
+
+@inline
+def whole(p64, pg, esize):
+    """Whether predicate ``pg`` (of ``p64``: the predicates as uint64 words) makes every
+    ``esize``-byte element active."""
+    every = _EVERY[esize]
+    result = True
+    for w in range(p64.shape[1]):
+        result &= (p64[pg, w] & every) == every
+    return result
 
 
 @jit
-def _usable(x, mbits):
-    """1 for an input the shortcut takes (normal or zero), else 0; without branches."""
-    x = np.uint64(x)
-    e = (x >> np.uint64(mbits)) & np.uint64(0xFF)
-    return np.uint64(e != 255) & (np.uint64(e != 0) | np.uint64(x << np.uint64(64 - 8 - mbits)
-                                                                   == 0))
+def _operands(zn, zm, pn, pm, za, given):
+    """The tile kernels' arguments for two source vectors and two predicates."""
+    predicates = np.stack((pn, pm))
+    words = scratch(4 * za.shape[1]) if given is None else given
+    return np.stack((zn, zm)), predicates, predicates.view(np.uint64), words
 
 
-@jit
-def _round_f64(bits, err, mbits, rne, directed, want, zero_sign_b, usable):
-    """One element of the shortcut: the sum ``bits`` (float64 bits, rounded to nearest, with
-    rounding error ``err``) rounded once to the 8-bit-exponent format. Returns (result, ok)."""
-    one = np.uint64(1)
-    odd = np.uint64(err != 0.0) & (~bits & one)
-    away = np.uint64((err > 0.0) == (bits >> np.uint64(63) == 0))
-    bits = bits + (odd & away) - (odd & (one - away))   # round to odd at 53 bits
-    sign = bits >> np.uint64(63)
-    e = np.int64((bits >> np.uint64(52)) & np.uint64(0x7FF)) - (1023 - 127)
-    shift = np.uint64(52 - mbits)
-    half = one << (shift - one)
-    keep = (bits & np.uint64((1 << 52) - 1)) >> shift
-    rest = bits & ((one << shift) - one)
-    up = (rne & (np.uint64(rest > half) | (np.uint64(rest == half) & keep))) | (
-        directed & np.uint64(rest != 0) & np.uint64(sign == want))
-    keep = keep + (up & one)
-    rounded_e = e + np.int64(keep >> np.uint64(mbits))
-    zero = np.uint64(bits << one == 0)
-    # e >= 1 before rounding: the exact value is normal, so no flush applies in any mode
-    fine = usable & (zero | (np.uint64(e >= 1) & np.uint64(rounded_e <= 254)))
-    normal = (sign << np.uint64(8 + mbits)) | (np.uint64(rounded_e & 0xFF) << np.uint64(mbits)) | (
-        keep & np.uint64((1 << mbits) - 1))
-    return normal * (one - zero) | (zero_sign_b << np.uint64(8 + mbits)) * zero, fine
+# -- non-widening: FMOPA (FP32), BFMOPA (BF16) -------------------------------------------------
 
-
-@jit
-def mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl):
-    """``ebits`` must be 8 (BF16, FP32).
-
-    A float64 shortcut decides most elements: for normal (or zero) BF16/FP32 inputs the product is
-    exact in float64; TwoSum gives the rounded sum and its error, and moving an even sum one ulp
-    towards the error rounds the exact value to odd at 53 bits, from which one rounding to 8 or 24
-    bits is correct (53 >= 24 + 2). An exact zero takes the addend's sign when the product's
-    agrees, else +0 (-0 rounding toward -inf), as Arm specifies. The exact ``numerics.fma``
-    decides the rest (NaN, infinity, subnormal or overflowing results). The shortcut runs as
-    branch-free passes over the tile so that they vectorise.
-    """
+@inline
+def fma_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, esize, neg, ebits, mbits, ctl, words,
+             exact_fma):
+    """Sources ``zs[n]``, ``zs[m]`` under ``ps[pn]``, ``ps[pm]`` (``ps64``: ``ps`` as uint64
+    words). ``ebits`` must be 8 (BF16, FP32); ``exact_fma``: the address of ``exact("fma")``, or
+    None to link ``numerics.fma`` in."""
     dim = za.shape[1]
-    n = dim * dim
-    flip = np.uint64(1) << np.uint64(ebits + mbits) if neg else np.uint64(0)
-    scratch = np.empty((4, n + 2 * dim), dtype=np.uint64)
-    su, out, good = scratch[0, :n], scratch[1, :n], scratch[3, :n]
-    err = scratch[2, :n].view(np.float64)
-    au, bu = scratch[0, n:n + dim], scratch[0, n + dim:]
-    a, b = au.view(np.float64), bu.view(np.float64)
-    a_ok, b_ok = scratch[1, n:n + dim], scratch[1, n + dim:]
-    for k in range(dim):
-        x = np.uint64(zn[k]) ^ flip
-        au[k] = _to_f64_bits(x, mbits)
-        a_ok[k] = _usable(x, mbits)
-        bu[k] = _to_f64_bits(zm[k], mbits)
-        b_ok[k] = _usable(zm[k], mbits)
-    for i in range(dim):   # pass 1: the addends as float64 (in ``out`` for now)
-        row = za[i * step + t]
-        for j in range(dim):
-            out[i * dim + j] = _to_f64_bits(row[j], mbits)
-            good[i * dim + j] = a_ok[i] & b_ok[j] & _usable(row[j], mbits)
-    cf, sf = out.view(np.float64), su.view(np.float64)
-    for i in range(dim):   # pass 2: the rounded sum and its error (TwoSum)
-        ai = a[i]
-        for j in range(dim):
-            k = i * dim + j
-            c = cf[k]
-            p = ai * b[j]
-            s = c + p
-            r = s - c
-            err[k] = (c - (s - r)) + (p - r)
-            sf[k] = s
-    mode = ctl[MODE]
-    rne = np.uint64(mode == RNE)
-    directed = np.uint64(mode == RUP or mode == RDN)
-    want = np.uint64(mode == RDN)
-    for i in range(dim):   # pass 3: round once
-        row = za[i * step + t]
-        for j in range(dim):
-            k = i * dim + j
-            sc = np.uint64(row[j]) >> np.uint64(ebits + mbits)
-            differ = sc ^ (au[i] >> np.uint64(63)) ^ (bu[j] >> np.uint64(63))
-            zero_sign = (sc & (np.uint64(1) - differ)) | (want & differ)
-            out[k], good[k] = _round_f64(su[k], err[k], mbits, rne, directed, want,
-                                         zero_sign, good[k])
-    for i in range(dim):   # pass 4: write the active elements back
-        if not pn[i * esize]:
-            continue
-        row = za[i * step + t]
-        for j in range(dim):
-            if pm[j * esize]:
-                k = i * dim + j
-                if good[k]:
-                    row[j] = out[k]
-                else:
-                    row[j] = fma(row[j], np.uint64(zn[i]) ^ flip, zm[j], ebits, mbits, ctl)
-
-
-@jit
-def mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl):
-    """``mode``: 0 FP16 (FPDotAdd_ZA), 1 BF16 with EBF=1, 2 BF16 with EBF=0 (Round to Odd)."""
-    dim = za.shape[1]
-    flip = np.uint64(0x8000) if neg else np.uint64(0)
+    flip = np.uint32(1 << (ebits + mbits)) if neg else np.uint32(0)
+    shift = np.uint32(23 - mbits)                 # BF16 -> FP32 bits
+    fast = ctl[MODE] == RNE and ctl[FLUSH_IN] == 0 and ctl[FLUSH_OUT] == 0 and whole(
+        ps64, pm, esize)
     for i in range(dim):
-        r0, r1 = pn[4 * i], pn[4 * i + 2]
+        if not ps[pn, i * esize]:
+            continue
+        abits = np.uint32(zs[n, i]) ^ flip
+        a = f32(abits << shift)
+        r = i * step + t
+        bad = not fast
+        if fast and mbits == 7:
+            for j in range(dim):
+                x = za[r, j]
+                value, flag = fma_bf16_element(x, a, f32(shl32(np.uint32(zs[m, j]), shift)),
+                                               False, False)
+                bad |= flag
+                words[OLD, j] = x
+                za[r, j] = value
+        elif fast:
+            for j in range(dim):
+                x = za[r, j]
+                value, flag = fma32_element(x, a, f32(np.uint32(zs[m, j])), False, False)
+                bad |= flag
+                words[OLD, j] = x
+                za[r, j] = value
+        else:
+            for j in range(dim):
+                words[OLD, j] = za[r, j]
+        if bad:
+            _fma_row(za, r, abits, zs, m, ps, pm, esize, words, mbits, ctl, exact_fma)
+
+
+@jit
+def _fma_row(za, r, abits, zs, m, ps, pm, esize, words, mbits, ctl, exact_fma):
+    """Row ``r`` from its old values, each active element checked and, if flagged, exact."""
+    shift = np.uint32(23 - mbits)
+    mode, fin, fout = ctl[MODE], ctl[FLUSH_IN] != 0, ctl[FLUSH_OUT] != 0
+    a = f32(abits << shift)
+    for j in range(za.shape[1]):
+        if not ps[pm, j * esize]:
+            continue
+        x, b = words[OLD, j], f32(np.uint32(zs[m, j]) << shift)
+        if mode != RNE:
+            value, flag = directed(x, abits, zs[m, j], mbits, mode)
+        elif mbits == 7:
+            value, flag = fma_bf16_element(x, a, b, fin, fout)
+        else:
+            value, flag = fma32_element(x, a, b, fin, fout)
+        if not (flag or (fin and (subnormal(a) or subnormal(b)))):
+            pass
+        elif exact_fma is None:     # linked in (``mopa_fma``)
+            value = fma(x, abits, zs[m, j], 8, mbits, ctl)
+        else:
+            value = _call_exact(exact_fma, (np.uint64(x), np.uint64(abits), _NIL,
+                                            np.uint64(zs[m, j]), _NIL, np.int64(mbits),
+                                            pointer(ctl.ctypes.data)))
+        za[r, j] = value
+
+
+@jit
+def mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
+    zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
+    fma_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, esize, neg, ebits, mbits, ctl, words, None)
+
+
+def mopa_fma_twin(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
+    tile = za[t::step]
+    flip = 1 << (ebits + mbits) if neg else 0
+    for i in range(tile.shape[0]):
+        for j in range(tile.shape[1]):
+            if pn[i * esize] and pm[j * esize]:
+                tile[i, j] = fma(int(tile[i, j]), int(zn[i]) ^ flip, int(zm[j]), ebits, mbits,
+                                 ctl)
+
+
+# -- widening: BFMOPA/FMOPA 16-bit pairs into FP32 -------------------------------------------
+
+@jit
+def _flushes_halves(mode, ctl):
+    """Whether the 16-bit inputs flush: always with EBF=0, else per FZ16 (FP16) or FZ/FIZ."""
+    if mode == 2:
+        return True
+    return ctl[FLUSH16_IN] != 0 if mode == 0 else ctl[FLUSH_IN] != 0
+
+
+@inline
+def dot2_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, mode, ctl, words, exact_dot):
+    """``mode``: 0 FP16 (FPDotAdd_ZA), 1 BF16 with EBF=1, 2 BF16 with EBF=0 (Round to Odd);
+    ``exact_dot``: the address of ``exact("sop")`` for mode 2, else of ``exact("dot")``, or None
+    to link the ``numerics`` functions in."""
+    dim = za.shape[1]
+    fp16 = mode == 0
+    flip = np.uint32(0x8000) if neg else np.uint32(0)
+    flushing = _flushes_halves(mode, ctl)
+    every = (mode == 2 or (ctl[MODE] == RNE and ctl[FLUSH_IN] == 0 and ctl[FLUSH_OUT] == 0)) \
+        and whole(ps64, pm, 2)
+    for j in range(dim):
+        c0, c1 = ps[pm, 4 * j], ps[pm, 4 * j + 2]
+        words[B0, j] = bits32(half(zs[m, 2 * j] if c0 else 0, fp16, flushing))
+        words[B1, j] = bits32(half(zs[m, 2 * j + 1] if c1 else 0, fp16, flushing))
+    for i in range(dim):
+        r0, r1 = ps[pn, 4 * i], ps[pn, 4 * i + 2]
         if not (r0 or r1):
             continue
-        a0 = (np.uint64(zn[2 * i]) ^ flip) if r0 else np.uint64(0)
-        a1 = (np.uint64(zn[2 * i + 1]) ^ flip) if r1 else np.uint64(0)
-        row = za[i * step + t]
-        for j in range(dim):
+        h0 = (np.uint32(zs[n, 2 * i]) ^ flip) if r0 else np.uint32(0)
+        h1 = (np.uint32(zs[n, 2 * i + 1]) ^ flip) if r1 else np.uint32(0)
+        a0, a1 = half(h0, fp16, flushing), half(h1, fp16, flushing)
+        r = i * step + t
+        fast = every and r0 and r1
+        bad = not fast
+        if fast and mode == 2:
+            for j in range(dim):
+                x = za[r, j]
+                value, flag = sop_element(x, a0, a1, f32(words[B0, j]), f32(words[B1, j]))
+                bad |= flag
+                words[OLD, j] = x
+                za[r, j] = value
+        elif fast:
+            for j in range(dim):
+                x = za[r, j]
+                value, flag = dot_element(x, a0, a1, f32(words[B0, j]), f32(words[B1, j]),
+                                          mode == 1, False, False)
+                bad |= flag
+                words[OLD, j] = x
+                za[r, j] = value
+        else:
+            for j in range(dim):
+                words[OLD, j] = za[r, j]
+        if bad:
+            _dot2_row(za, r, h0, h1, zs, m, ps, pm, r0, r1, words, mode, ctl, exact_dot)
+
+
+@jit
+def _dot2_row(za, r, h0, h1, zs, m, ps, pm, r0, r1, words, mode, ctl, exact_dot):
+    """Row ``r`` from its old values, each active element checked and, if flagged, exact."""
+    fin, fout = ctl[FLUSH_IN] != 0, ctl[FLUSH_OUT] != 0
+    exact = mode != 2 and ctl[MODE] != RNE
+    flushing = _flushes_halves(mode, ctl)
+    a0, a1 = half(h0, mode == 0, flushing), half(h1, mode == 0, flushing)
+    for j in range(za.shape[1]):
+        c0, c1 = ps[pm, 4 * j], ps[pm, 4 * j + 2]
+        if not ((r0 and c0) or (r1 and c1)):
+            continue
+        x, b0, b1 = words[OLD, j], f32(words[B0, j]), f32(words[B1, j])
+        if mode == 2:
+            value, flag = sop_element(x, a0, a1, b0, b1)
+        else:
+            value, flag = dot_element(x, a0, a1, b0, b1, mode == 1, fin, fout)
+        if flag or exact:
+            g0 = np.uint64(zs[m, 2 * j]) if c0 else np.uint64(0)
+            g1 = np.uint64(zs[m, 2 * j + 1]) if c1 else np.uint64(0)
+            if exact_dot is not None:
+                value = _call_exact(exact_dot, (np.uint64(x), np.uint64(h0), np.uint64(h1), g0,
+                                                g1, np.int64(mode), pointer(ctl.ctypes.data)))
+            elif mode == 2:         # linked in (``mopa_dot2``)
+                value = bf16_dot_add(x, h0, h1, g0, g1, ctl)
+            else:
+                value = dot_add(x, h0, h1, g0, g1, mode == 1, ctl)
+        za[r, j] = value
+
+
+@jit
+def mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
+    zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
+    dot2_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, mode, ctl, words, None)
+
+
+def mopa_dot2_twin(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
+    tile = za[t::step]
+    flip = 0x8000 if neg else 0
+    for i in range(tile.shape[0]):
+        r0, r1 = pn[4 * i], pn[4 * i + 2]
+        a0 = (int(zn[2 * i]) ^ flip) if r0 else 0
+        a1 = (int(zn[2 * i + 1]) ^ flip) if r1 else 0
+        for j in range(tile.shape[1]):
             c0, c1 = pm[4 * j], pm[4 * j + 2]
             if not ((r0 and c0) or (r1 and c1)):
                 continue
-            b0 = np.uint64(zm[2 * j]) if c0 else np.uint64(0)
-            b1 = np.uint64(zm[2 * j + 1]) if c1 else np.uint64(0)
+            b0 = int(zm[2 * j]) if c0 else 0
+            b1 = int(zm[2 * j + 1]) if c1 else 0
             if mode == 2:
-                row[j] = bf16_dot_add(row[j], a0, a1, b0, b1, ctl)
+                tile[i, j] = bf16_dot_add(int(tile[i, j]), a0, a1, b0, b1, ctl)
             else:
-                row[j] = dot_add(row[j], a0, a1, b0, b1, mode == 1, ctl)
+                tile[i, j] = dot_add(int(tile[i, j]), a0, a1, b0, b1, mode == 1, ctl)
+
+
+# -- integer: SMOPA/UMOPA/SUMOPA/USMOPA -----------------------------------------------------
+
+@inline
+def _byte(x, sign_bit, active):
+    """A source byte as a 32-bit two's complement value: sign-extended when ``sign_bit`` is 0x80
+    (0 for unsigned), zero when not ``active``."""
+    value = sub32(xor32(np.uint32(x), sign_bit), sign_bit)
+    return and32(value, sub32(np.uint32(0), np.uint32(active)))
+
+
+@inline
+def int8_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, unsigned_n, unsigned_m, words):
+    """All arithmetic in 32-bit two's complement (``ieee.add32``...), which wraps as Arm's does
+    and vectorises."""
+    dim = za.shape[1]
+    sign_n = np.uint32(0) if unsigned_n else np.uint32(0x80)
+    sign_m = np.uint32(0) if unsigned_m else np.uint32(0x80)
+    scale = np.uint32(0xFFFFFFFF) if neg else np.uint32(1)   # -1 or 1
+    for j in range(dim):   # row B1: the second source transposed, its inactive bytes zero
+        e = 4 * j
+        words[B1, j] = _byte(zs[m, e], sign_m, ps[pm, e])
+        words[B1, dim + j] = _byte(zs[m, e + 1], sign_m, ps[pm, e + 1])
+        words[B1, 2 * dim + j] = _byte(zs[m, e + 2], sign_m, ps[pm, e + 2])
+        words[B1, 3 * dim + j] = _byte(zs[m, e + 3], sign_m, ps[pm, e + 3])
+    for i in range(dim):
+        e = 4 * i
+        a0 = mul32(scale, _byte(zs[n, e], sign_n, ps[pn, e]))
+        a1 = mul32(scale, _byte(zs[n, e + 1], sign_n, ps[pn, e + 1]))
+        a2 = mul32(scale, _byte(zs[n, e + 2], sign_n, ps[pn, e + 2]))
+        a3 = mul32(scale, _byte(zs[n, e + 3], sign_n, ps[pn, e + 3]))
+        if a0 == 0 and a1 == 0 and a2 == 0 and a3 == 0:
+            continue   # adds nothing
+        r = i * step + t
+        for j in range(dim):
+            total = add32(add32(mul32(a0, words[B1, j]), mul32(a1, words[B1, dim + j])),
+                          add32(mul32(a2, words[B1, 2 * dim + j]),
+                                mul32(a3, words[B1, 3 * dim + j])))
+            za[r, j] = add32(np.uint32(za[r, j]), total)
 
 
 @jit
-def mopa_int8(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m):
-    dim = za.shape[1]
-    for i in range(dim):
-        row = za[i * step + t]
-        for j in range(dim):
-            acc = np.int64(row[j])
-            for k in range(4):
-                if pn[4 * i + k] and pm[4 * j + k]:
-                    x = np.int64(zn[4 * i + k])
-                    y = np.int64(zm[4 * j + k])
-                    if not unsigned_n and x >= 128:
-                        x -= 256
-                    if not unsigned_m and y >= 128:
-                        y -= 256
-                    acc = acc - x * y if neg else acc + x * y
-            row[j] = np.uint32(acc & 0xFFFFFFFF)
+def mopa_int8(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scratch=None):
+    zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
+    int8_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, unsigned_n, unsigned_m, words)
 
 
-def mopa_int8_twin(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m):
+def mopa_int8_twin(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m, scratch=None):
     tile = za[t::step]
     dim = tile.shape[1]
     a = zn.view(np.uint8 if unsigned_n else np.int8).astype(np.int64) * pn[:4 * dim]
@@ -197,5 +373,55 @@ def mopa_int8_twin(za, t, step, zn, zm, pn, pm, neg, unsigned_n, unsigned_m):
     tile[...] = (acc & 0xFFFFFFFF).astype(np.uint32)
 
 
-mopa_fma_twin = mopa_fma.py_func
-mopa_dot2_twin = mopa_dot2.py_func
+# -- the kernels compiled apart, for the interpreter ------------------------------------------
+
+OUTER = types.void(types.voidptr, types.voidptr, types.voidptr, types.voidptr, types.voidptr,
+                   types.int64, types.int64, types.int64, types.int64, types.int64, types.int64,
+                   types.int64, types.int64, types.int64)
+call_outer = caller(OUTER)
+
+
+def _outer_fp32(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact_fma):
+    fma_tile(carray(za, (svl, svl // 4), np.uint32), t, 4, carray(z, (32, svl // 4), np.uint32),
+             n, m, carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+             4, neg != 0, 8, 23, carray(ctl, CONTROLS, np.int64),
+             carray(words, (3, max(svl, 16)), np.uint32), exact_fma)
+
+
+def _outer_bf16(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact_fma):
+    fma_tile(carray(za, (svl, svl // 2), np.uint16), t, 2, carray(z, (32, svl // 2), np.uint16),
+             n, m, carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+             2, neg != 0, 8, 7, carray(ctl, CONTROLS, np.int64),
+             carray(words, (3, max(svl, 16)), np.uint32), exact_fma)
+
+
+def _outer_wide(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, mode, exact_dot):
+    dot2_tile(carray(za, (svl, svl // 4), np.uint32), t, 4, carray(z, (32, svl // 2), np.uint16),
+              n, m, carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+              neg != 0, mode, carray(ctl, CONTROLS, np.int64),
+              carray(words, (3, max(svl, 16)), np.uint32), exact_dot)
+
+
+def _outer_int8(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, unsigned, exact):
+    int8_tile(carray(za, (svl, svl // 4), np.uint32), t, 4, carray(z, (32, svl), np.uint8), n, m,
+              carray(p, (16, svl), np.bool_), carray(p, (16, svl // 8), np.uint64), pn, pm,
+              neg != 0, unsigned & 1 != 0, unsigned & 2 != 0,
+              carray(words, (3, max(svl, 16)), np.uint32))
+
+
+def _outer_absent(za, z, p, ctl, words, svl, t, n, m, pn, pm, neg, variant, exact):
+    pass
+
+
+_OUTER = {"fp32": _outer_fp32, "bf16": _outer_bf16, "fp16_wide": _outer_wide,
+          "bf16_wide": _outer_wide, "int8": _outer_int8}
+
+
+@functools.cache
+def outer(dtype: str, needed: bool = True):
+    """The kernel of outer products of ``dtype`` (``semantics.MOPA``) as a function of the
+    machine's storage by address (OUTER: ZA, Z, P, controls, scratch, SVL in bytes, tile, Zn, Zm,
+    Pn, Pm, neg, variant, the address of its exact function), compiled on first use; call it with
+    ``call_outer(outer(...).address, arguments)``. ``variant``: the widening mode (``dot2_tile``),
+    or for int8 unsigned_n + 2 * unsigned_m. ``needed=False``: a stand-in."""
+    return cfunc(OUTER, cache=True)(_OUTER[dtype] if needed else _outer_absent)

@@ -28,8 +28,9 @@ from hwsim.targets.floats import (FINITE, FLUSH_AFTER, FLUSH_BEFORE, INF, NAN, O
                                   unpack)
 from hwsim.targets.sme.state import FPCR
 
-# Indices into the control array.
+# Indices into the control array, and its length.
 MODE, FLUSH_IN, FLUSH16_IN, FLUSH_OUT, DN_SIGN, SOP_DN_SIGN = range(6)
+CONTROLS = 6
 _RMODE = (RNE, RUP, RDN, RTZ)   # FPCR.RMode 0b00 RN, 0b01 RP, 0b10 RM, 0b11 RZ
 
 
@@ -41,12 +42,29 @@ def controls(fpcr: int, feat_afp: bool, sop_dn: str) -> np.ndarray:
     A1.5.11) and its pseudocode (FPDefaultNaN(fpcr) with the caller's AH, J1.3.3.155/.163) differ:
     "pseudocode" follows AH (as QEMU does), "text" is always positive.
     """
-    f = FPCR.decode(fpcr, check=False)
-    ah = bool(f["AH"]) and feat_afp
-    fiz = bool(f["FIZ"]) and feat_afp
-    out_flush = (FLUSH_AFTER if ah else FLUSH_BEFORE) if f["FZ"] else 0
-    return np.array([_RMODE[f["RMode"]], (f["FZ"] and not ah) or fiz, f["FZ16"], out_flush,
-                     ah, ah and sop_dn == "pseudocode"], dtype=np.int64)
+    ctl = np.zeros(CONTROLS, dtype=np.int64)
+    fill_controls(fpcr, feat_afp, sop_dn == "pseudocode", ctl)
+    return ctl
+
+
+# the lowest bit of each field read here
+_AH, _FIZ, _FZ, _FZ16, _RMODE_AT = (FPCR.fields[name].pieces[-1][1]
+                                    for name in ("AH", "FIZ", "FZ", "FZ16", "RMode"))
+
+
+@jit
+def fill_controls(fpcr, feat_afp, sop_follows_ah, ctl):
+    """``controls`` into ``ctl``, for compiled callers (``sop_follows_ah``: "pseudocode")."""
+    fpcr = np.int64(fpcr)
+    ah = feat_afp and (fpcr >> _AH) & 1 == 1
+    fiz = feat_afp and (fpcr >> _FIZ) & 1 == 1
+    fz = (fpcr >> _FZ) & 1 == 1
+    ctl[MODE] = _RMODE[(fpcr >> _RMODE_AT) & 3]
+    ctl[FLUSH_IN] = (fz and not ah) or fiz
+    ctl[FLUSH16_IN] = (fpcr >> _FZ16) & 1
+    ctl[FLUSH_OUT] = (FLUSH_AFTER if ah else FLUSH_BEFORE) if fz else 0
+    ctl[DN_SIGN] = ah
+    ctl[SOP_DN_SIGN] = ah and sop_follows_ah
 
 
 @jit

@@ -8,9 +8,14 @@
   array starting at row ``t``: row ``i`` of the tile is array row ``i * s + t`` (Arm ARM B1.4,
   "ZA tile to array mapping"), so ZA0.H holds the even rows, ZA0.S rows 0, 4, 8, ... and a .H tile
   overlaps two .S tiles. Tiles are numpy views of the array, never copies.
-* X0-X30 and SP (index 31), 64 bits; register 31 is SP or XZR depending on the instruction.
+* X0-X30 and SP (index 31), 64 bits, one uint64 array; register 31 is SP or XZR depending on the
+  instruction.
 * PSTATE.SM and PSTATE.ZA, FPCR (the fields below; FPSR is not modelled: the ZA-targeting
-  instructions never write it), and the flat memory ``mem``.
+  instructions never write it), one small uint64 array ``control`` (``CONTROL_*`` indices) read
+  through properties, and the flat memory ``mem``.
+
+Every register lives in a numpy array so that the compiled interpreter (``interpreter``) and the
+Python semantics (``semantics``) share one storage.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ FPCR = Word("FPCR", [
     Field("AH", "1"), Field("FIZ", "0"),
 ])
 
+CONTROL_FPCR, CONTROL_SM, CONTROL_ZA = range(3)   # indices into ``SmeState.control``
 ELEMENT_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 MASK64 = (1 << 64) - 1
 
@@ -55,10 +61,8 @@ class SmeState:
         self.z = np.zeros((32, n), dtype=np.uint8)
         self.p = np.zeros((16, n), dtype=np.bool_)
         self.za = np.zeros((n, n), dtype=np.uint8)
-        self.x = [0] * 32            # X0-X30, and SP at index 31
-        self.sm = False
-        self.za_enabled = False
-        self.fpcr = 0
+        self.x = np.zeros(32, dtype=np.uint64)      # X0-X30, and SP at index 31
+        self.control = np.zeros(3, dtype=np.uint64)  # FPCR, PSTATE.SM, PSTATE.ZA
         self.mem = AddressSpace("mem", mem_size)
         self._views()
 
@@ -78,6 +82,30 @@ class SmeState:
         other._views()
         return other
 
+    @property
+    def fpcr(self) -> int:
+        return int(self.control[CONTROL_FPCR])
+
+    @fpcr.setter
+    def fpcr(self, value: int) -> None:
+        self.control[CONTROL_FPCR] = value
+
+    @property
+    def sm(self) -> bool:
+        return bool(self.control[CONTROL_SM])
+
+    @sm.setter
+    def sm(self, value: bool) -> None:
+        self.control[CONTROL_SM] = bool(value)
+
+    @property
+    def za_enabled(self) -> bool:
+        return bool(self.control[CONTROL_ZA])
+
+    @za_enabled.setter
+    def za_enabled(self, value: bool) -> None:
+        self.control[CONTROL_ZA] = bool(value)
+
     def tile(self, esize: int, tile: int) -> np.ndarray:
         """The live (dim x dim) view of tile ``ZA<tile>`` with ``esize``-byte elements."""
         return self.tiles[(esize, tile)]
@@ -89,7 +117,7 @@ class SmeState:
 
     def reg(self, n: int, bits: int = 64) -> int:
         """X<n> (or W<n>) as an unsigned value; 31 reads as SP here (callers pass ZR as -1)."""
-        value = 0 if n < 0 else self.x[n]
+        value = 0 if n < 0 else int(self.x[n])
         return value & ((1 << bits) - 1)
 
     def set_reg(self, n: int, value: int, bits: int = 64) -> None:
