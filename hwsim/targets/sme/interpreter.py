@@ -328,7 +328,7 @@ def _whilelt(ins, x, p, svl_bytes):
         sn, sk = np.int64(n), np.int64(k)
     elements = svl_bytes // esize
     # the difference of two signed 64-bit values can overflow int64, not uint64
-    count = 0 if sk <= sn else np.int64(min(np.uint64(elements), np.uint64(k) - np.uint64(n)))
+    count = 0 if sk <= sn else np.int64(min(np.uint64(elements), np.uint64(sk) - np.uint64(sn)))
     _set_predicate(p, ins[P], esize, count)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from hwsim.errors import Location, ProgramError
 from hwsim.isa import sme, sme_vector
 from hwsim.targets.base import Machine
-from hwsim.targets.sme import numerics, vector
+from hwsim.targets.sme import interpreter, numerics, vector
 from hwsim.targets.sme.params import PARAMS
 from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
@@ -112,51 +112,40 @@ class SmeMachine(Machine):
         return instructions[0]
 
     @staticmethod
-    def decoded(program: SmeProgram) -> tuple[np.ndarray, np.ndarray, list]:
-        """(distinct words, index of each instruction's word among them, their decodings; None
-        for the routine placeholder), computed once per program."""
+    def decoded(program: SmeProgram) -> interpreter.Decoded:
+        """The program's distinct words decoded (``interpreter.decode``), once per program; a
+        placeholder word where no routine sits is refused."""
         found = program.derived.get("decoded")
         if found is None:
-            words, inverse = np.unique(program.words, return_inverse=True)
             placeholders = np.flatnonzero(program.words == ROUTINE)
-            if len(placeholders) != len(program.routines) or not np.array_equal(
-                    placeholders, sorted(program.routines)):
-                stray = sorted(set(placeholders.tolist()) - set(program.routines))
-                for i in stray[:1]:
-                    sme.decode(ROUTINE, program.loc(i))    # raises: not an instruction
-            found = program.derived["decoded"] = (
-                words, inverse.astype(np.int64),
-                [None if w == ROUTINE else sme.decode(int(w)) for w in words])
+            for i in sorted(set(placeholders.tolist()) - set(program.routines))[:1]:
+                sme.decode(ROUTINE, program.loc(i))    # raises: not an instruction
+            found = program.derived["decoded"] = interpreter.decode(program.words)
         return found
 
     def _check_modes(self, program: SmeProgram) -> None:
-        """Refuse, before anything runs, an instruction whose PSTATE.SM/ZA would be wrong."""
-        words, inverse, decoded = self.decoded(program)
-        need_sm = np.array([ins is not None and "sm" in REQUIRES.get(ins.op, "")
-                            for ins in decoded] + [True])
-        need_za = np.array([ins is not None and "za" in REQUIRES.get(ins.op, "")
-                            for ins in decoded] + [False])
-        b16 = np.array([ins is not None and ins.form.attrs.get("dtype") == "bf16"
-                        for ins in decoded] + [False])
-        which = inverse.copy()
-        which[list(program.routines)] = len(decoded)   # routines need streaming mode
-        switches = [i for i in np.flatnonzero(
-            np.isin(which, [k for k, ins in enumerate(decoded)
-                            if ins is not None and ins.op == "smstart"])).tolist()]
+        """Refuse, before anything runs, an instruction whose PSTATE.SM/ZA would be wrong: the
+        distinct words say what each needs; PSTATE changes only at SMSTART/SMSTOP."""
+        d = self.decoded(program)
+        needs = d.column("needs")
+        kind = d.column("kind")
+        needs[list(program.routines)] = interpreter.NEEDS_SM     # routines need streaming mode
+        switches = np.flatnonzero(kind == interpreter.KIND["smstart"]).tolist()
         sm, za = self.state.sm, self.state.za_enabled
-        bounds = [0] + [i + 1 for i in switches] + [len(which)]
+        bounds = [0] + [i + 1 for i in switches] + [len(kind)]
         for lo, hi in zip(bounds, bounds[1:]):
-            part = which[lo:hi]
-            bad = (need_sm[part] & (not sm)) | (need_za[part] & (not za)) | (
-                b16[part] & (not self.params.feat_sme_b16b16))
+            part = needs[lo:hi]
+            bad = ((part & interpreter.NEEDS_SM) != 0) & (not sm) | (
+                (part & interpreter.NEEDS_ZA) != 0) & (not za) | (
+                (part & interpreter.NEEDS_B16B16) != 0) & (not self.params.feat_sme_b16b16)
             if bad.any():
-                self._refuse(program, decoded, lo + int(np.argmax(bad)), sm, za)
+                self._refuse(program, lo + int(np.argmax(bad)), sm, za)
             if hi - 1 in switches:
-                a = decoded[which[hi - 1]].form.attrs
+                a = d.instructions[d.index[hi - 1]].form.attrs
                 sm = a["start"] if a["sm"] else sm
                 za = a["start"] if a["za"] else za
 
-    def _refuse(self, program, decoded, i: int, sm: bool, za: bool):
+    def _refuse(self, program, i: int, sm: bool, za: bool):
         if i in program.routines:
             routine = program.routines[i]
             raise ProgramError(f"{routine.op.loc}: vec {routine.op.name}: needs PSTATE.SM = 1 "
@@ -185,10 +174,10 @@ class SmeMachine(Machine):
         self.predicate = dict(cycles=1, latency=max(0, t.predicate_latency_cycles - 1))
         self.scalar = dict(scalar=True)
         self._controls: dict[int, object] = {}
-        words, inverse, decoded = self.decoded(program)
+        d = self.decoded(program)
+        words, inverse, decoded = d.words, d.index.astype(np.int64), d.instructions
         recipes = [None if ins is None else SEMANTICS[ins.op](self, ins) for ins in decoded]
         self._used = frozenset(r.path for r in recipes if r is not None and r.path)
-        self._recipes = recipes
         ports = [PortSpec(f"load{i}", t.load_port_bytes_per_cycle, t.load_latency_cycles)
                  for i in range(t.load_ports)]
         ports.append(PortSpec("store", t.store_port_bytes_per_cycle, t.store_latency_cycles))
@@ -205,6 +194,7 @@ class SmeMachine(Machine):
         self._ordered_costs(chunk, rows, which, t)
         b.extend(chunk)
         table = b.table()
+        self._memory_ops = np.flatnonzero(np.array([r.memory is not None for r in rows])[which])
         effects = self._actions(program, table, recipes, decoded, inverse) if actions else {}
         return table, effects
 
@@ -253,16 +243,28 @@ class SmeMachine(Machine):
         return actions
 
     def execute(self, program: SmeProgram, table, numerics: bool, effects) -> None:
-        """The program in program order (the compiled engine runs this before the timing)."""
-        words, inverse, decoded = self.decoded(program)
-        actions = self._actions(program, table, self._recipes, decoded, inverse)
-        for i in range(len(program)):
-            action = actions.get(i)
-            commit = action() if action is not None else None
-            if commit is not None:
-                commit()
-            if i in effects.watch:
-                effects.done(i)
+        """The program in program order, compiled (``interpreter``), the routines between its
+        pieces in Python; fills in the bytes each memory instruction moved. Watched ops are
+        reported done as the program passes them."""
+        d = self.decoded(program)
+        moved = np.zeros(len(program), np.int64)
+        watch = sorted(effects.watch)
+        w, i, n = 0, 0, len(program)
+        while i < n:
+            stop = watch[w] + 1 if w < len(watch) else n
+            at = interpreter.run(self.state, program, d, i, stop, numerics, self.params, moved)
+            i = at
+            if at < stop:                   # a routine: its outputs land before the next op
+                if numerics:
+                    commit = vector.start(program.routines[at], self.state.mem)
+                    if commit is not None:
+                        commit()
+                i = at + 1
+            while w < len(watch) and watch[w] < i:
+                effects.done(watch[w])
+                w += 1
+        memory = self._memory_ops
+        table.xfer_bytes[table.xfer_ptr[memory]] = moved[memory]
 
     # -- costs and controls used by the semantics -------------------------------------------------
     def timing_of(self, path: str) -> tuple[int, int]:
