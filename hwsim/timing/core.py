@@ -33,6 +33,7 @@ from hwsim.timing.optable import DEP_PART, DEP_READ, TRAFFIC_PAY, TRAFFIC_RECORD
 from hwsim.timing.records import Records
 
 jit = numba.njit(cache=True, nogil=True)
+inline = numba.njit(cache=True, nogil=True, inline="always")   # helpers of the hot loop
 
 RAW, NEW_RUN = 1, 2          # edge flags
 
@@ -57,6 +58,7 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
     writer = np.full(nres, -1, np.int64)
     readers = np.full(nres * nunits, -1, np.int64)
     part_head = np.full(nres, -1, np.int64)
+    part_count = np.zeros(nres, np.int64)
     part_next = np.full(max(len(dep_res), 1), -1, np.int64)
     part_op = np.full(max(len(dep_res), 1), -1, np.int64)
     ptr = np.zeros(n + 1, np.int64)
@@ -67,12 +69,7 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
     for i in range(n):
         for d in range(dep_ptr[i], dep_ptr[i + 1]):
             r, mode = dep_res[d], dep_mode[d]
-            need = m + 2 + nunits
-            if mode != DEP_PART:
-                node = part_head[r]
-                while node >= 0:
-                    need += 1
-                    node = part_next[node]
+            need = m + 1 + nunits + (part_count[r] if mode != DEP_PART else 0)
             if need > dep.shape[0]:
                 dep, flags, reason = _grow(dep, need), _grow(flags, need), _grow(reason, need)
             first = m
@@ -102,8 +99,10 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
                 part_op[d] = i
                 part_next[d] = part_head[r]
                 part_head[r] = d
+                part_count[r] += 1
             else:
                 part_head[r] = -1
+                part_count[r] = 0
                 for u in range(nunits):
                     readers[r * nunits + u] = -1
                 writer[r] = i
@@ -112,7 +111,7 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
 
 
 # -- the per-unit heap of ready times of transfers in flight (decoupled units) -------------------
-@jit
+@inline
 def _heap_push(h, size, value):
     k = size
     h[k] = value
@@ -125,7 +124,7 @@ def _heap_push(h, size, value):
     return size + 1
 
 
-@jit
+@inline
 def _heap_pop(h, size):
     size -= 1
     h[0] = h[size]
@@ -147,7 +146,7 @@ def _heap_pop(h, size):
 FE, FE_TIME, FE_WAIT, STARTED, IV_COUNT, LAST = range(6)
 
 
-@jit
+@inline
 def _resolve(e, t_take, ptr, dep, flags, reason, started, S, R, scan, wait_head, wait_next,
              unit, in_flight, pend, pend_size, stalls, inflight_reason, cand_t, cand_op):
     """Op ``e`` is taken at ``t_take``: resolve it if its dependencies have all started (else
