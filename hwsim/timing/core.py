@@ -325,7 +325,7 @@ class Core:
         self.units = np.asarray(t.unit, np.int64)
         self.depth = np.asarray([max(1, u.depth) for u in t.units], np.int64)
         self.in_flight = np.asarray([u.in_flight for u in t.units], np.int64)
-        order = np.argsort(self.units, kind="stable")
+        order = np.argsort(t.unit.astype(np.int8 if nunits < 128 else np.int32), kind="stable")
         self.unit_list = order.astype(np.int64)
         counts = np.bincount(self.units, minlength=nunits)
         self.unit_ptr = np.zeros(nunits + 1, np.int64)
