@@ -31,6 +31,8 @@ Kernels are numba functions (``cache=True``). ``multiply_twin`` is a numpy twin 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
@@ -42,6 +44,8 @@ M_IN_BIAS = 15  # FP16 with 5 extra mantissa bits: input bias (Table 4)
 LIMB_BITS = 30
 LIMBS = 6  # 180 bits from 2^-48: any accumulator of up to 8 exponent bits plus a product sum
 UNIT_EXP = -48  # lsb of the exact product sum: the smallest FP16 product is 2^-24 * 2^-24
+_UNIT = np.array([2.0 ** (e - 24) for e in range(31)])  # an FP16 significand unit per exponent
+_EXACT_RATIO = 2.0 ** 52  # float64 sums below 2^53 units are exact; one bit for rounding slack
 SHAPE_KINDS = {"identity": 0, "min0": 1, "max0": 2, "abs": 3}
 
 
@@ -227,46 +231,335 @@ def _add_to_limbs(limbs, bits, ebits, mbits):
 
 
 @jit
-def multiply(act, wgt, acc, negate, infnan, ebits, mbits, group):
-    """``acc[s, o] += sum_k act[k, s] * wgt[k, o]`` with the rounding described above.
+def _fp16_floats(bits, negate, infnan, step, values, ratio, special):
+    """FP16 ``bits[k, j]`` -> float64 ``values[k, j]`` (negated with ``negate``; Inf/NaN as 0
+    and ``special[j]`` set), and per ``j`` and chunk of ``step`` channels the exactness ratio
+    ``sqrt(sum v^2) / (smallest lsb)`` (0: all zero). Every FP16 value and every product of two
+    is exact in float64. Branch-free over ``j``, so that the loop vectorises."""
+    n, cols = bits.shape
+    ones = np.zeros(cols, dtype=np.int64)  # the OR of the values in units of 2^-24: its lowest
+    squares = np.zeros(cols)               # set bit is the smallest lsb
+    for c in range(ratio.shape[1]):
+        ones[:] = 0
+        squares[:] = 0.0
+        for k in range(c * step, min(n, (c + 1) * step)):
+            for j in range(cols):
+                b = np.int64(bits[k, j])
+                biased = (b >> 10) & 31
+                normal = np.int64(biased != 0)
+                inf_nan = np.int64(biased == 31) & infnan
+                units = ((b & 1023) | (normal << 10)) << (biased - normal)
+                units &= inf_nan - 1  # Inf/NaN -> 0
+                special[j] |= inf_nan != 0
+                ones[j] |= units
+                v = units * 5.9604644775390625e-08  # 2^-24: exact
+                squares[j] += v * v
+                values[k, j] = -v if (b >> 15) ^ negate else v
+        for j in range(cols):
+            lsb = (ones[j] & -ones[j]) * 5.9604644775390625e-08
+            ratio[j, c] = math.sqrt(squares[j]) / lsb if ones[j] else 0.0
 
-    ``act``, ``wgt``: FP16 bits, input channel by spatial / by filter (uint16); ``acc``: the
-    accumulator's 37-bit cells (uint64, spatial by filter), updated in place; ``negate``: use
-    -W (Table 2); ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
+
+@jit
+def _add_sum(cur, total, ebits, mbits):
+    """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once.
+
+    When ``cur`` is zero or normal and so is the result: the float64 sum and its exact error
+    (TwoSum), the sum's extra bits rounded to nearest even, the error deciding a tie (it is
+    below half a float64 ulp, so it can only move a value that sits exactly on a midpoint).
+    Otherwise ``_add_sum_exact``."""
+    top = (1 << ebits) - 1
+    biased = np.int64(cur >> np.uint64(mbits)) & top
+    if cur != 0 and (biased == 0 or biased == top):
+        return _add_sum_exact(cur, total, ebits, mbits)
+    x = 0.0
+    if cur != 0:
+        bias = (1 << (ebits - 1)) - 1
+        frac = np.int64(cur) & ((np.int64(1) << mbits) - 1)
+        x = np.int64(((biased - bias + 1023) << 52) | (frac << (52 - mbits))).view(np.float64)
+        if (cur >> np.uint64(ebits + mbits)) & np.uint64(1):
+            x = -x
+    s = x + total
+    if s == 0.0:
+        return np.uint64(0)
+    v = s - x
+    err = (x - (s - v)) + (total - v)
+    bits = np.float64(s).view(np.int64)
+    magnitude = bits & 0x7FFFFFFFFFFFFFFF
+    drop = 52 - mbits
+    low = magnitude & ((np.int64(1) << drop) - 1)
+    half = np.int64(1) << (drop - 1)
+    q = magnitude >> drop
+    if low > half or (low == half and ((err != 0.0 and (err > 0.0) == (s > 0.0)) or
+                                       (err == 0.0 and q & 1))):
+        q += 1
+    exp = (q >> mbits) - 1023 + (1 << (ebits - 1)) - 1
+    if exp <= 0 or exp >= top:
+        return _add_sum_exact(cur, total, ebits, mbits)
+    sign = np.uint64(1 if s < 0.0 else 0) << np.uint64(ebits + mbits)
+    return sign | np.uint64((exp << mbits) | (q & ((np.int64(1) << mbits) - 1)))
+
+
+@jit
+def _add_sum_exact(cur, total, ebits, mbits):
+    """``_add_sum`` for any finite ``cur`` and result: exact sum, one ``round_pack``."""
+    cls, sign, sig, exp = unpack(cur, ebits, mbits)
+    if total == 0.0:
+        return np.uint64(0) if cls == ZERO else cur
+    if cls == ZERO:
+        sign, sig, exp = 0, np.int64(0), np.int64(0)
+    frac, e = math.frexp(abs(total))
+    sign, sig, exp, sticky = exact_add(sign, sig, exp, 1 if total < 0 else 0,
+                                       np.int64(frac * 9007199254740992.0), e - 53)  # 2^53
+    return round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]
+
+
+@jit
+def _sums(a, values_w, step, sums):
+    """``sums[c, o]``: the dot products of the act column ``a`` (one spatial's channels) with
+    each weight column, per chunk of ``step`` channels, in float64 (exact where the ratios say
+    so)."""
+    n, cols = values_w.shape
+    row = np.empty(cols)  # a fresh local: the loop over o vectorises
+    for c in range(sums.shape[0]):
+        row[:] = 0.0
+        for k in range(c * step, min(n, (c + 1) * step)):
+            if a[k] != 0.0:
+                for o in range(cols):
+                    row[o] += a[k] * values_w[k, o]
+        sums[c] = row
+
+
+@jit
+def _block_sums(values_a, values_w, s0, step, sums):
+    """``sums[i, c, o]``: ``_sums`` of act columns ``s0 + i`` (i < 4, within the act), four at
+    a time so that each weight row is loaded once for four."""
+    n, cols = values_w.shape
+    last = values_a.shape[1] - 1
+    s1, s2, s3 = min(s0 + 1, last), min(s0 + 2, last), min(s0 + 3, last)
+    t = np.empty((4, cols))  # a fresh local: the loop over o vectorises
+    for c in range(sums.shape[1]):
+        t[:] = 0.0
+        for k in range(c * step, min(n, (c + 1) * step)):
+            a0, a1, a2, a3 = values_a[k, s0], values_a[k, s1], values_a[k, s2], values_a[k, s3]
+            if a0 != 0.0 or a1 != 0.0 or a2 != 0.0 or a3 != 0.0:
+                for o in range(cols):
+                    w = values_w[k, o]
+                    t[0, o] += a0 * w
+                    t[1, o] += a1 * w
+                    t[2, o] += a2 * w
+                    t[3, o] += a3 * w
+        sums[:, c] = t
+
+
+@jit
+def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
+    """``out[s, o] = acc[s, o] + sum_k act[k, s] * wgt[k, o]`` with the rounding described
+    above (``out`` may be ``acc``).
+
+    ``act``, ``wgt``: FP16 bits, input channel by spatial / by filter (uint16); ``acc``, ``out``:
+    the accumulator's 37-bit cells (uint64, spatial by filter); ``negate``: use -W (Table 2);
+    ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
+
+    A chunk's exact sum is a float64 dot product where that is exact: every product is a
+    multiple of ``U`` = (the smallest lsb of the act row) * (of the weight column), every partial
+    sum is at most ``|a| |w|`` (Cauchy-Schwarz), so below ``2^53 U`` any float64 summation
+    order is exact. A row where that fails for some cell is split in two, and the weights too
+    if that is not enough (``_split_row``); what still fails is summed in integer limbs.
     """
     n, rows = act.shape
     cols = wgt.shape[1]
-    sa = np.empty((rows, n), dtype=np.int64)
-    ea = np.empty((rows, n), dtype=np.int64)
-    sw = np.empty((cols, n), dtype=np.int64)
-    ew = np.empty((cols, n), dtype=np.int64)
-    special_a = np.zeros(rows, dtype=np.bool_)
-    special_w = np.zeros(cols, dtype=np.bool_)
-    _decode_operand(act, 0, infnan, sa, ea, special_a)
-    _decode_operand(wgt, negate, infnan, sw, ew, special_w)
     step = n if group <= 0 else group
-    limbs = np.zeros(LIMBS, dtype=np.int64)
+    chunks = -(-n // step)
+    values_a, values_w = np.empty((n, rows)), np.empty((n, cols))
+    ratio_a, ratio_w = np.empty((rows, chunks)), np.empty((cols, chunks))
+    special_a, special_w = np.zeros(rows, dtype=np.bool_), np.zeros(cols, dtype=np.bool_)
+    _fp16_floats(act, 0, infnan, step, values_a, ratio_a, special_a)
+    _fp16_floats(wgt, negate, infnan, step, values_w, ratio_w, special_w)
+    widest = np.zeros(chunks)
+    for o in range(cols):
+        for c in range(chunks):
+            widest[c] = max(widest[c], ratio_w[o, c])
+    w_pieces, ratio_wp = np.empty((2, n, cols)), np.empty((2, cols, chunks))
+    w_split = False
+    sums = np.empty((4, chunks, cols))
     for s in range(rows):
-        for o in range(cols):
-            cur = acc[s, o]
-            cls, sign, _, _ = unpack(cur, ebits, mbits)
-            if special_a[s] or special_w[o] or cls == INF or cls == NAN:
-                kind, sign = _special_sum(act, wgt, s, o, negate, infnan, cls, sign)
-                if kind == NAN:
-                    acc[s, o] = quiet_nan(ebits, mbits)
-                else:
-                    acc[s, o] = (np.uint64(sign) << np.uint64(ebits + mbits)) | np.uint64(
-                        ((1 << ebits) - 1) << mbits)
-                continue
-            for k0 in range(0, n, step):
+        if s % 4 == 0:
+            _block_sums(values_a, values_w, s, step, sums)
+        if _passes(ratio_a[s], widest):
+            _add_sums(act, wgt, acc, out, s, sums[s % 4], special_a[s], special_w, negate,
+                      infnan, ebits, mbits)
+            continue
+        a_pieces, ratio_ap = np.empty((2, n)), np.empty((2, chunks))
+        _split(values_a[:, s], step, a_pieces[0], a_pieces[1], ratio_ap[0], ratio_ap[1])
+        if _passes(ratio_ap[0], widest) and _passes(ratio_ap[1], widest):
+            _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap,
+                       values_w.reshape(1, n, cols), ratio_w.reshape(1, cols, chunks),
+                       special_a[s], special_w, negate, infnan, ebits, mbits, step)
+            continue
+        if not w_split:
+            for o in range(cols):
+                _split(values_w[:, o], step, w_pieces[0, :, o], w_pieces[1, :, o],
+                       ratio_wp[0, o], ratio_wp[1, o])
+            w_split = True
+        _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_a[s],
+                   special_w, negate, infnan, ebits, mbits, step)
+
+
+@jit
+def _passes(ratio_row, widest):
+    """Every chunk's sum with every weight column is known exact."""
+    for c in range(widest.shape[0]):
+        if ratio_row[c] * widest[c] >= _EXACT_RATIO:
+            return False
+    return True
+
+
+@jit
+def _add_sums(act, wgt, acc, out, s, sums, special_s, special_w, negate, infnan, ebits, mbits):
+    """Row ``s`` of ``multiply_into`` from its exact float64 chunk sums."""
+    for o in range(sums.shape[1]):
+        cur = acc[s, o]
+        if special_s or special_w[o] or _is_special(cur, ebits, mbits):
+            out[s, o] = _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits)
+            continue
+        for c in range(sums.shape[0]):
+            cur = _add_sum(cur, sums[c, o], ebits, mbits)
+            if _is_special(cur, ebits, mbits):
+                break  # an overflow to Inf stays Inf
+        out[s, o] = cur
+
+
+@jit
+def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_s,
+               special_w, negate, infnan, ebits, mbits, step):
+    """Row ``s`` of ``multiply_into`` from the float64 sums of each act piece with each weight
+    piece, where all are known exact, added in integer limbs; else ``_add_exact``."""
+    n, cols = w_pieces.shape[1], w_pieces.shape[2]
+    chunks = ratio_ap.shape[1]
+    parts = np.empty((2, w_pieces.shape[0], chunks, cols))
+    for i in range(2):
+        for j in range(w_pieces.shape[0]):
+            _sums(a_pieces[i], w_pieces[j], step, parts[i, j])
+    limbs = np.zeros(LIMBS, dtype=np.int64)
+    for o in range(cols):
+        cur = acc[s, o]
+        if special_s or special_w[o] or _is_special(cur, ebits, mbits):
+            out[s, o] = _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits)
+            continue
+        for c in range(chunks):
+            exact = True
+            for j in range(w_pieces.shape[0]):
+                exact = exact and max(ratio_ap[0, c], ratio_ap[1, c]) * ratio_wp[j, o, c] < \
+                    _EXACT_RATIO
+            if exact:
                 limbs[:] = 0
-                k1 = min(n, k0 + step)  # slices: a loop from 0 vectorises, one from k0 does not
-                _dot(sa[s, k0:k1], ea[s, k0:k1], sw[o, k0:k1], ew[o, k0:k1], limbs)
+                for i in range(2):
+                    for j in range(w_pieces.shape[0]):
+                        _add_float_to_limbs(limbs, parts[i, j, c, o])
                 _add_to_limbs(limbs, cur, ebits, mbits)
                 cur = _round_limbs(limbs, ebits, mbits)
-                if unpack(cur, ebits, mbits)[0] == INF:
-                    break
-            acc[s, o] = cur
+            else:
+                cur = _add_exact(cur, act, wgt, s, o, c * step, min(n, (c + 1) * step), negate,
+                                 infnan, ebits, mbits)
+            if _is_special(cur, ebits, mbits):
+                break
+        out[s, o] = cur
+
+
+@jit
+def _add_exact(cur, act, wgt, s, o, k0, k1, negate, infnan, ebits, mbits):
+    """``cur`` plus the dot product of channels k0..k1-1 of act column ``s`` and weight column
+    ``o`` (finite), exact in integer limbs and rounded once."""
+    sa, ea = np.empty((1, k1 - k0), np.int64), np.empty((1, k1 - k0), np.int64)
+    sw, ew = np.empty((1, k1 - k0), np.int64), np.empty((1, k1 - k0), np.int64)
+    special = np.zeros(1, dtype=np.bool_)
+    _decode_operand(act[k0:k1, s:s + 1], 0, infnan, sa, ea, special)
+    _decode_operand(wgt[k0:k1, o:o + 1], negate, infnan, sw, ew, special)
+    limbs = np.zeros(LIMBS, dtype=np.int64)
+    _dot(sa[0], ea[0], sw[0], ew[0], limbs)
+    _add_to_limbs(limbs, cur, ebits, mbits)
+    return _round_limbs(limbs, ebits, mbits)
+
+
+@jit
+def _split(x, step, hi, lo, ratio_hi, ratio_lo):
+    """Per chunk of ``step``: ``x = hi + lo`` exactly, ``hi`` the values truncated to 17 bits
+    below the chunk's largest magnitude, and the exactness ratios (``_fp16_floats``) of both."""
+    n = x.shape[0]
+    for c in range(ratio_hi.shape[0]):
+        k0, k1 = c * step, min(n, (c + 1) * step)
+        largest = 0.0
+        for k in range(k0, k1):
+            largest = max(largest, abs(x[k]))
+        quantum = math.ldexp(1.0, math.frexp(largest)[1] - 17) if largest > 0.0 else 1.0
+        inverse = 1.0 / quantum
+        for k in range(k0, k1):
+            hi[k] = float(np.int64(x[k] * inverse)) * quantum  # toward zero
+            lo[k] = x[k] - hi[k]
+        ratio_hi[c] = _ratio(hi[k0:k1])
+        ratio_lo[c] = _ratio(lo[k0:k1])
+
+
+@jit
+def _ratio(v):
+    """sqrt(sum v^2) / (the smallest lsb of a nonzero v), 0 when all are zero."""
+    squares, lsb = 0.0, np.inf
+    for x in v:
+        if x != 0.0:
+            squares += x * x
+            bits = np.float64(x).view(np.int64)
+            biased = (bits >> 52) & 0x7FF  # x is normal: a multiple of 2^-48
+            sig = (bits & 0xFFFFFFFFFFFFF) | 0x10000000000000
+            unit = np.int64((biased - 52) << 52).view(np.float64)  # 2^(biased - 1075)
+            lsb = min(lsb, float(sig & -sig) * unit)
+    return math.sqrt(squares) / lsb if squares > 0.0 else 0.0
+
+
+@jit
+def _add_float_to_limbs(limbs, x):
+    """Add the float64 ``x``, a multiple of 2^-48, to the limbs (30 bits each from 2^-48)."""
+    if x == 0.0:
+        return
+    frac, e = math.frexp(abs(x))
+    sig = np.int64(frac * 9007199254740992.0)  # x = sig * 2^(e - 53)
+    shift = e - 53 - UNIT_EXP
+    if shift < 0:
+        sig >>= -shift  # only zeros: x is a multiple of 2^-48
+        shift = 0
+    q, r = shift // LIMB_BITS, shift % LIMB_BITS
+    negative = x < 0.0
+    low = (sig & ((np.int64(1) << (LIMB_BITS - r)) - 1)) << r
+    limbs[q] += -low if negative else low
+    sig >>= LIMB_BITS - r
+    while sig:
+        q += 1
+        low = sig & ((np.int64(1) << LIMB_BITS) - 1)
+        limbs[q] += -low if negative else low
+        sig >>= LIMB_BITS
+
+
+@jit
+def _is_special(cur, ebits, mbits):
+    """The accumulator bits hold Inf or NaN."""
+    top = (np.int64(1) << ebits) - 1
+    return (np.int64(cur >> np.uint64(mbits)) & top) == top
+
+
+@jit
+def _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits):
+    """A cell whose products or accumulator hold Inf/NaN: its Inf or the quiet NaN."""
+    cls, sign, _, _ = unpack(cur, ebits, mbits)
+    kind, sign = _special_sum(act, wgt, s, o, negate, infnan, cls, sign)
+    if kind == NAN:
+        return quiet_nan(ebits, mbits)
+    return (np.uint64(sign) << np.uint64(ebits + mbits)) | np.uint64(((1 << ebits) - 1) << mbits)
+
+
+@jit
+def multiply(act, wgt, acc, negate, infnan, ebits, mbits, group):
+    """``multiply_into`` in place: ``acc[s, o] += sum_k act[k, s] * wgt[k, o]``."""
+    multiply_into(act, wgt, acc, acc, negate, infnan, ebits, mbits, group)
 
 
 def multiply_twin(act, wgt, acc, negate, infnan, ebits, mbits, group):
