@@ -13,8 +13,7 @@ FP32 accumulation (``compute_types``).
 
 from __future__ import annotations
 
-from hwsim.errors import Location
-from hwsim.isa.hmx import Multiply, format_item
+from hwsim.isa.hmx import format_item
 from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
 from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
@@ -60,17 +59,14 @@ class HmxLowering(Lowering):
         params.update(options.params, origin="options")
         planned = Planner(graph, layers, params.as_dict()).lower()
         p = planned.program
-        steps = machine.parse([(line, Location("<hmx program>", i + 1, 1))
-                               for i, line in enumerate(p.lines)])
-        layer_of, line = [], 0
+        steps = [machine.plan(item) for item in p.items]
+        layer_of = []
         writers: dict[int, set] = {}  # layer index (-1: the graph inputs) -> instructions
         units: dict[int, set] = {}
-        for index, step in enumerate(steps):  # a multiply is two lines
-            layer = p.layer_of[line]
+        for index, (step, layer) in enumerate(zip(steps, p.layer_of)):
             writers.setdefault(layer, set()).add(index)
             layer_of.append(max(layer, 0))
             units.setdefault(max(layer, 0), set()).add(UNITS[step.item.kind])
-            line += 2 if isinstance(step.item, Multiply) else 1
         return Lowered(
             program=steps, layer_of=layer_of,
             image=[(im.space, im.addr, im.data.reshape(-1).view("u1")) for im in p.images],
