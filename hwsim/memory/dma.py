@@ -48,16 +48,26 @@ class Copy:
         if self.dst.readonly:
             raise MemoryFault(self.dst.name, self.dst_addr, self.nbytes, "space is read-only")
 
+    def _rows(self, space: AddressSpace, addr: int, stride: int) -> np.ndarray:
+        """The rows in ``space`` as a strided (rows, row_bytes) view of its bytes (``check``
+        has kept every row inside the space)."""
+        return np.lib.stride_tricks.as_strided(
+            space.data[addr - space.base:], (self.rows, self.row_bytes), (stride, 1),
+            writeable=True)
+
     def gather(self) -> np.ndarray:
         if self.rows == 1:
             return self.src.read(self.src_addr, self.row_bytes)
-        return np.concatenate([self.src.read(self.src_addr + i * self.src_stride, self.row_bytes)
-                               for i in range(self.rows)])
+        return np.array(self._rows(self.src, self.src_addr, self.src_stride)).reshape(-1)
 
     def scatter(self, data: np.ndarray) -> None:
-        for i in range(self.rows):
-            self.dst.write(self.dst_addr + i * self.dst_stride,
-                           data[i * self.row_bytes:(i + 1) * self.row_bytes])
+        if self.rows > 1 and abs(self.dst_stride) < self.row_bytes:  # overlapping rows: in order
+            for i in range(self.rows):
+                self.dst.write(self.dst_addr + i * self.dst_stride,
+                               data[i * self.row_bytes:(i + 1) * self.row_bytes])
+            return
+        self._rows(self.dst, self.dst_addr, self.dst_stride)[...] = data.reshape(
+            self.rows, self.row_bytes)
 
 
 class Dma:
