@@ -13,10 +13,11 @@ FP32 accumulation (``compute_types``).
 
 from __future__ import annotations
 
-from hwsim.isa.hmx import format_item
+from hwsim.isa.hmx import Multiply, format_item
 from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
 from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
+from hwsim.targets.hmx.machine import Step
 
 FLOATS = ("fp32", "fp16")
 UNITS = {"mpy": "mpy", "cvt": "cvt", "bias_load": "cvt", "bias_store": "cvt",
@@ -59,7 +60,7 @@ class HmxLowering(Lowering):
         params.update(options.params, origin="options")
         planned = Planner(graph, layers, params.as_dict()).lower()
         p = planned.program
-        steps = [machine.plan(item) for item in p.items]
+        steps = _steps(machine, p.items)
         layer_of = []
         writers: dict[int, set] = {}  # layer index (-1: the graph inputs) -> instructions
         units: dict[int, set] = {}
@@ -85,6 +86,22 @@ class HmxLowering(Lowering):
     def roofs(self, params) -> dict:
         return {"peaks": {"HMX": 2 * 32 * 32 / params.mpy_cycles_per_vector},
                 "bandwidths": {"DDR": params.ddr_bytes_per_cycle}}
+
+
+def _steps(machine, items: list) -> list[Step]:
+    """The items checked and planned by the machine, once per distinct instruction: equal
+    instructions share their decoded fields (``Program``), so the fields identify the plan."""
+    plans: dict = {}
+    steps = []
+    for item in items:
+        key = (id(item.act.fields), id(item.wgt.fields)) if isinstance(item, Multiply) else \
+            id(item.fields)
+        if key not in plans:
+            steps.append(machine.plan(item))
+            plans[key] = steps[-1].plan
+        else:
+            steps.append(Step(item, plans[key]))
+    return steps
 
 
 def _checkpoints(graph, layers, planned, writers) -> dict:

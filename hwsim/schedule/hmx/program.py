@@ -82,18 +82,24 @@ class Program:
     layer: int = -1
     lines: int = 0  # trace lines so far (a multiply is two)
     _act: Instr | None = None  # an activation waiting for its weight
-    _fields: dict = field(default_factory=dict)  # (name, arguments) -> decoded fields
+    _fields: dict = field(default_factory=dict)  # what makes an instruction -> (spec, fields)
 
     def emit(self, name: str, *args: int, comment: str = "") -> None:
         """Add the instruction ``name(args...)`` (register words, then plain integers), decoded
         and checked as the machine's parser does."""
-        spec = SPECS[name]
+        self._emit_once((name, args), lambda: (name,) + args, comment)
+
+    def _emit_once(self, key: tuple, call, comment: str = "") -> None:
+        """Add the instruction ``call()`` gives (its name and arguments), made and checked once
+        per distinct ``key`` (what determines it) in the program."""
         loc = Location("<hmx program>", self.lines + 1, 1)
-        fields = self._fields.get((name, args))
-        if fields is None:
-            fields = self._fields[name, args] = decode_line(spec, [(a, loc) for a in args],
-                                                            loc).fields
-        self._add(Instr(spec, fields, loc), comment)
+        made = self._fields.get(key)
+        if made is None:
+            name, *args = call()
+            spec = SPECS[name]
+            made = self._fields[key] = spec, decode_line(spec, [(a, loc) for a in args],
+                                                         loc).fields
+        self._add(Instr(made[0], made[1], loc), comment)
 
     def _add(self, instr: Instr, comment: str = "") -> None:
         if comment:
@@ -128,32 +134,38 @@ class Program:
     def act(self, addr: int, mask: int, stop: int, count: int = 1) -> None:
         """A plain (``count`` 1) or deep activation of ``count`` croutons, channels 0..stop of
         the last one."""
-        rs = ACT_RS.encode(address=addr, channel_start=0)
-        if count == 1:
-            self.emit("Q6_activation_hf_mxmem_RR", rs,
-                      ACT_RT.encode(spatial_mask=mask, channel_stop=stop))
-        else:
-            rt = ACT_DEEP_RT.encode(dc=count - 1, spatial_mask=mask, channel_stop=stop)
-            self.emit("Q6_activation_hf_mxmem_RR_deep", rs, rt)
+        def call():
+            rs = ACT_RS.encode(address=addr, channel_start=0)
+            if count == 1:
+                return ("Q6_activation_hf_mxmem_RR", rs,
+                        ACT_RT.encode(spatial_mask=mask, channel_stop=stop))
+            return ("Q6_activation_hf_mxmem_RR_deep", rs,
+                    ACT_DEEP_RT.encode(dc=count - 1, spatial_mask=mask, channel_stop=stop))
+        self._emit_once(("act", addr, mask, stop, count), call)
 
     def act_single(self, addr: int, mask: int, stop: int, dy_bytes: int, y: int) -> None:
-        rs = ACT_SINGLE_RS.encode(address=addr, offset=spatial_offset(y, mask), channel_start=0)
-        rt = ACT_SINGLE_RT.encode(dy=dy_bytes, spatial_mask=mask, channel_stop=stop)
-        self.emit("Q6_activation_hf_mxmem_RR_single", rs, rt)
+        self._emit_once(("act_single", addr, mask, stop, dy_bytes, y), lambda: (
+            "Q6_activation_hf_mxmem_RR_single",
+            ACT_SINGLE_RS.encode(address=addr, offset=spatial_offset(y, mask), channel_start=0),
+            ACT_SINGLE_RT.encode(dy=dy_bytes, spatial_mask=mask, channel_stop=stop)))
 
     def wgt(self, addr: int, vectors: int, deep: bool = False) -> None:
-        self.emit(f"Q6_weight_hf_mxmem_RR{'_deep' if deep else ''}", WGT_RS.encode(address=addr),
-                  WGT_RT.encode(dw=(vectors - 1) * VECTOR_BYTES))
+        self._emit_once(("wgt", addr, vectors, deep), lambda: (
+            f"Q6_weight_hf_mxmem_RR{'_deep' if deep else ''}", WGT_RS.encode(address=addr),
+            WGT_RT.encode(dw=(vectors - 1) * VECTOR_BYTES)))
 
     def bias_load(self, addr: int, index: int) -> None:
-        self.emit("Q6_bias_mxmem2_A", BIAS_RS.encode(address=addr, index=index))
+        self._emit_once(("bias_load", addr, index), lambda: (
+            "Q6_bias_mxmem2_A", BIAS_RS.encode(address=addr, index=index)))
 
     def convert(self, bias_sel: int) -> None:
         """Convert the primary accumulator with bias set ``bias_sel``, clear it and swap."""
-        self.emit("Q6_cvt_hf_acc_R", CVT_RS.encode(bias_sel=bias_sel, acc=0))
+        self._emit_once(("convert", bias_sel), lambda: (
+            "Q6_cvt_hf_acc_R", CVT_RS.encode(bias_sel=bias_sel, acc=0)))
 
     def write(self, addr: int, mask: int) -> None:
-        self.emit("Q6_mxmem_cvt_RR", WR_RS.encode(address=addr), WR_RT.encode(spatial_mask=mask))
+        self._emit_once(("write", addr, mask), lambda: (
+            "Q6_mxmem_cvt_RR", WR_RS.encode(address=addr), WR_RT.encode(spatial_mask=mask)))
 
     # -- HVX and DMA ---------------------------------------------------------------------------
     def hvx(self, name: str, *args: int, comment: str = "") -> None:
