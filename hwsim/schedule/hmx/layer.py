@@ -18,7 +18,6 @@ there are several groups).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -26,9 +25,8 @@ import numpy as np
 
 from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
-from hwsim.schedule.hmx.conv import CH, MAX_DEEP, Block, Conv, ConvPlan
+from hwsim.schedule.hmx.conv import CH, MAX_DEEP, ConvPlan
 from hwsim.schedule.hmx.program import Arena, Program, WeightStream
-from hwsim.targets.floats import RNE, round_pack
 from hwsim.targets.hmx import layouts
 
 SHAPE_MAX0 = 2  # Table 5: max(x, 0)
@@ -38,48 +36,53 @@ FP16_LIMIT = 65504.0 * (1 + 2.0 ** -11)  # values at or beyond round to infinity
 # -- host-side constants ---------------------------------------------------------------------------
 
 def weight_matrices(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]:
-    """Per filter group, per tap: the [32, K] matrix of the group's expanded croutons
-    (float64, zeros where no tap reads)."""
+    """Per filter group, per tap: the [32, K] matrix of the group's expanded croutons (FP16,
+    rounded once from the given values; zeros where no tap reads)."""
     c = plan.conv
-    weight = np.asarray(weight, dtype=np.float64)
+    taps = [None] if plan.fold_y else range(c.kernel[0])
+    if not c.depthwise:  # every group reads all expanded croutons: one matrix per tap for all
+        first, count = plan.group_croutons(0)
+        k = CH * (count - 1) + plan.crouton_channels(first + count - 1)
+        full = [np.zeros((c.groups * CH, k), dtype=np.float16) for _ in taps]
+        for block in plan.blocks:
+            for t, ky in enumerate(taps):
+                ky = block.ky if plan.fold_y else ky
+                full[t][:c.k_out, block.offset:block.offset + block.count] = \
+                    weight[:, ky, block.kx, :]
+        return [[m[g * CH:(g + 1) * CH] for m in full] for g in range(c.groups)]
     out = []
     for g in range(c.groups):
         first, count = plan.group_croutons(g)
         k = CH * (count - 1) + plan.crouton_channels(first + count - 1)
-        mats = [np.zeros((CH, k)) for _ in plan.taps]
+        mats = [np.zeros((CH, k), dtype=np.float16) for _ in taps]
+        outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
+        m = c.k_out // c.c
         for block in plan.blocks:
             col = block.offset - first * CH
-            if not 0 <= col < k:
-                continue
-            for t, ky in enumerate([None] if plan.fold_y else range(c.kernel[0])):
-                ky = block.ky if plan.fold_y else ky
-                _fill_block(mats[t], c, weight, g, block, col, ky)
+            if 0 <= col < k:
+                for t, ky in enumerate(taps):
+                    ky = block.ky if plan.fold_y else ky
+                    mats[t][outs - g * CH, col + outs // m - block.c0] = \
+                        weight[ky, block.kx, outs // m, outs % m]
         out.append(mats)
     return out
 
 
-def _fill_block(mat, c: Conv, weight, g: int, block: Block, col: int, ky: int) -> None:
-    outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
-    if c.depthwise:
-        m = c.k_out // c.c
-        ch = outs // m
-        mat[outs - g * CH, col + ch - block.c0] = weight[ky, block.kx, ch, outs % m]
-    else:
-        mat[outs - g * CH, col:col + block.count] = weight[outs, ky, block.kx, :]
-
-
 def ext_fp16_bits(values, mbits: int) -> np.ndarray:
-    """Values rounded once to FP16 with ``mbits`` fraction bits (10 + extra), as bit patterns;
-    a value beyond the FP16 range is an error (the bias fields have no room for it)."""
-    out = np.zeros(np.size(values), dtype=np.int64)
-    for i, v in enumerate(np.asarray(values, dtype=np.float64).reshape(-1)):
-        if not abs(v) < FP16_LIMIT:
-            raise ScheduleError(f"bias register value {v:g} is outside the FP16 range")
-        if v != 0:
-            mant, exp = math.frexp(abs(v))
-            out[i] = int(round_pack(int(v < 0), int(mant * 2.0 ** 53), exp - 53, False, 5, mbits,
-                                    RNE, False, False)[0])
-    return out
+    """Values rounded once to FP16 with ``mbits`` fraction bits (10 + extra), to nearest even,
+    as bit patterns (zeros as +0); a value beyond the FP16 range is an error (the bias fields
+    have no room for it)."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    outside = ~(np.abs(v) < FP16_LIMIT)
+    if outside.any():
+        raise ScheduleError(f"bias register value {v[outside][0]:g} is outside the FP16 range")
+    magnitude = np.abs(v)
+    top = np.frexp(magnitude)[1] - 1  # the exponent of the leading bit
+    quantum = np.maximum(top, -14) - mbits  # the last bit's, subnormals included
+    units = np.rint(np.ldexp(magnitude, -quantum)).astype(np.int64)  # exact scaling, RNE
+    # a normal's units are 2^mbits..2^(mbits+1): adding the biased exponent carries correctly
+    bits = np.where(top >= -14, ((top + 15) << mbits) + units - (1 << mbits), units)
+    return np.where(v == 0, 0, bits | (v < 0).astype(np.int64) << (5 + mbits))
 
 
 def fits_fp16(values) -> bool:
@@ -105,15 +108,14 @@ def bias_sets(bias, relu: bool, scale=None) -> np.ndarray:
 
 def group_chunk(plan: ConvPlan, mats: list[np.ndarray], bias_set: np.ndarray) -> np.ndarray:
     """One filter group's constants: the packed weights of each tap, then its bias set."""
-    parts = [layouts.pack_weights(m.astype(np.float16)) for m in mats]
+    parts = [layouts.pack_weights(m) for m in mats]
     return np.concatenate(parts + [bias_set])
 
 
 def pair_chunk(mats_a: list[np.ndarray], mats_b: list[np.ndarray],
                sets: np.ndarray) -> np.ndarray:
     """Two filter groups for weight deep: per tap the 64-filter vectors, then both bias sets."""
-    parts = [layouts.pack_weights(np.concatenate([a, b]).astype(np.float16))
-             for a, b in zip(mats_a, mats_b)]
+    parts = [layouts.pack_weights(np.concatenate([a, b])) for a, b in zip(mats_a, mats_b)]
     return np.concatenate(parts + [sets])
 
 
