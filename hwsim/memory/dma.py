@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from hwsim.errors import MemoryFault
@@ -48,26 +49,37 @@ class Copy:
         if self.dst.readonly:
             raise MemoryFault(self.dst.name, self.dst_addr, self.nbytes, "space is read-only")
 
-    def _rows(self, space: AddressSpace, addr: int, stride: int) -> np.ndarray:
-        """The rows in ``space`` as a strided (rows, row_bytes) view of its bytes (``check``
-        has kept every row inside the space)."""
-        return np.lib.stride_tricks.as_strided(
-            space.data[addr - space.base:], (self.rows, self.row_bytes), (stride, 1),
-            writeable=True)
-
     def gather(self) -> np.ndarray:
+        """The source rows, one after the other (a copy)."""
         if self.rows == 1:
             return self.src.read(self.src_addr, self.row_bytes)
-        return np.array(self._rows(self.src, self.src_addr, self.src_stride)).reshape(-1)
+        out = np.empty(self.nbytes, dtype=np.uint8)
+        _gather(self.src.data, self.src_addr - self.src.base, self.src_stride, self.rows,
+                self.row_bytes, out)
+        return out
 
     def scatter(self, data: np.ndarray) -> None:
-        if self.rows > 1 and abs(self.dst_stride) < self.row_bytes:  # overlapping rows: in order
-            for i in range(self.rows):
-                self.dst.write(self.dst_addr + i * self.dst_stride,
-                               data[i * self.row_bytes:(i + 1) * self.row_bytes])
+        """Write ``gather``'s bytes to the destination rows, in row order (when rows overlap,
+        later rows win)."""
+        if self.rows == 1:
+            self.dst.write(self.dst_addr, data)
             return
-        self._rows(self.dst, self.dst_addr, self.dst_stride)[...] = data.reshape(
-            self.rows, self.row_bytes)
+        _scatter(self.dst.data, self.dst_addr - self.dst.base, self.dst_stride, self.rows,
+                 self.row_bytes, data)
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(data, start, stride, rows, row_bytes, out):
+    for i in range(rows):
+        out[i * row_bytes:(i + 1) * row_bytes] = data[start + i * stride:
+                                                      start + i * stride + row_bytes]
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter(data, start, stride, rows, row_bytes, src):
+    for i in range(rows):
+        data[start + i * stride:start + i * stride + row_bytes] = src[i * row_bytes:
+                                                                      (i + 1) * row_bytes]
 
 
 class Dma:

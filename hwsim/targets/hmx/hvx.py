@@ -42,6 +42,7 @@ from typing import Callable
 import numpy as np
 
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
+from hwsim.memory import Copy
 from hwsim.targets.hmx import hvx_kernels as K
 from hwsim.targets.hmx import layouts
 
@@ -180,12 +181,6 @@ def _avg_pool(f):
                    "hvx_reduce_cycles_per_vector", run)
 
 
-def _rows(vtcm, addr: int, stride: int, rows: int, row_bytes: int) -> np.ndarray:
-    """Offsets in ``vtcm.data`` of ``rows`` rows of ``row_bytes`` at ``addr``, ``stride`` apart."""
-    first = addr - vtcm.base
-    return first + np.arange(rows)[:, None] * stride + np.arange(row_bytes)[None, :]
-
-
 def _span(addr: int, stride: int, rows: int, row_bytes: int) -> tuple[int, int]:
     """The bounding range (address, bytes) of strided rows."""
     last = addr + (rows - 1) * stride
@@ -196,12 +191,10 @@ def _copy(f):
     rows, row_bytes = f["rows"], f["row_bytes"]
 
     def run(vtcm):
-        data = vtcm.data[_rows(vtcm, f["src"], f["src_stride"], rows, row_bytes)]
-        index = _rows(vtcm, f["dst"], f["dst_stride"], rows, row_bytes)
-
-        def commit():
-            vtcm.data[index] = data
-        return commit
+        copy = Copy(vtcm, f["src"], vtcm, f["dst"], row_bytes, rows, f["src_stride"],
+                    f["dst_stride"])
+        data = copy.gather()
+        return lambda: copy.scatter(data)
     return HvxPlan([_span(f["src"], f["src_stride"], rows, row_bytes)],
                    [_span(f["dst"], f["dst_stride"], rows, row_bytes)],
                    rows * _vectors(row_bytes), "hvx_copy_cycles_per_vector", run,
