@@ -255,6 +255,38 @@ def test_convert_kernel_matches_plain_twin(case):
     assert run_convert(N.convert, case) == run_convert(N.convert.py_func, case)
 
 
+def test_convert_float64_path_matches_the_exact_cell():
+    # usual operands (normal accumulators and fields, every shape, both rnd) and constructed
+    # ties: the float64 path, where it applies, is bit-exact against the integer one
+    rng = np.random.default_rng(4)
+    shapes = N.shape_table("abs")
+
+    def field(mbits, n, low=1, high=30):
+        return (rng.integers(0, 2, n) << (5 + mbits) | rng.integers(low, high, n) << mbits |
+                rng.integers(0, 1 << mbits, n))
+    n, taken = 20000, 0
+    for ebits, mbits in ACC_FORMATS:
+        bias = (1 << (ebits - 1)) - 1
+        accs = (rng.integers(0, 2, n) << (ebits + mbits) | rng.integers(bias - 30, bias + 9, n)
+                << mbits | rng.integers(0, 1 << mbits, n))
+        cases = zip(accs, field(15, n), rng.integers(0, 8, n), field(14, n, 10, 20), field(14, n),
+                    rng.integers(0, 2, n), rng.integers(0, 2, n))
+        # ties: t + b_o on an FP16 midpoint, decided by a product far below (2^-14 * 2^-46)
+        tiny = O.oracle.encode(O.Fraction(1, 1 << 46), False, ebits, mbits)
+        ties = [(tiny, 0, 0, 0x0400 << 4, (0x3C00 << 4) | 8 | up, 0, 1) for up in (0, 8)]
+        ties += [(O.oracle.encode(O.Fraction(2049, 2048), False, ebits, mbits), 0, 0,
+                  0x3C00 << 4, 0, 0, 1)]
+        for acc, b_i, shape, scale, b_o, rnd, usr20 in list(cases) + ties:
+            m_out = N.M_CVT if rnd else N.M_FP16
+            ok, y = N._convert_fast(np.uint64(acc), b_i, shapes[shape], scale, b_o, ebits, mbits,
+                                    m_out, usr20)
+            want = N.convert_cell(np.uint64(acc), b_i, shapes[shape], scale, b_o, ebits, mbits,
+                                  rnd, 0, usr20, 0)
+            taken += ok
+            assert not ok or (y if rnd else y << 4) == want, (acc, b_i, shape, scale, b_o, rnd)
+    assert taken > 0.95 * 3 * n  # the rest: results beyond 2^15 or below 2^-14
+
+
 def convert_of(value_bits, usr20=1, usr21=0, ovf=0, rnd=0, shape=0, scale=0x3C000, row3="abs"):
     """Convert one accumulator value (37-bit bits, (7, 29)) with scale 1 and no biases."""
     case = dict(acc=value_bits, bias=dict(input_bias=0, shape=shape, scale=scale,

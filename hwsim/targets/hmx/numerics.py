@@ -261,43 +261,69 @@ def _fp16_floats(bits, negate, infnan, step, values, ratio, special):
 
 
 @jit
-def _add_sum(cur, total, ebits, mbits):
-    """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once.
-
-    When ``cur`` is zero or normal and so is the result: the float64 sum and its exact error
-    (TwoSum), the sum's extra bits rounded to nearest even, the error deciding a tie (it is
-    below half a float64 ulp, so it can only move a value that sits exactly on a midpoint).
-    Otherwise ``_add_sum_exact``."""
-    top = (1 << ebits) - 1
-    biased = np.int64(cur >> np.uint64(mbits)) & top
-    if cur != 0 and (biased == 0 or biased == top):
-        return _add_sum_exact(cur, total, ebits, mbits)
-    x = 0.0
-    if cur != 0:
-        bias = (1 << (ebits - 1)) - 1
-        frac = np.int64(cur) & ((np.int64(1) << mbits) - 1)
-        x = np.int64(((biased - bias + 1023) << 52) | (frac << (52 - mbits))).view(np.float64)
-        if (cur >> np.uint64(ebits + mbits)) & np.uint64(1):
-            x = -x
-    s = x + total
-    if s == 0.0:
-        return np.uint64(0)
+def _two_sum(x, y):
+    """``x + y`` in float64 and its exact error (Knuth's TwoSum): ``x + y = s + err``."""
+    s = x + y
     v = s - x
-    err = (x - (s - v)) + (total - v)
+    return s, (x - (s - v)) + (y - v)
+
+
+@jit
+def _round_two_sum(s, err, ebits, mbits, top):
+    """The exact ``s + err`` (``s`` nonzero, ``|err|`` at most half an ulp of ``s``) rounded once
+    to nearest even in (ebits, mbits): ``(ok, bits, value)``, ``ok`` only when the result is a
+    normal number with a biased exponent up to ``top``. ``s``'s extra bits decide, and ``err``
+    only breaks a tie: it is below half a float64 ulp, so it can only move a value that sits
+    exactly on a midpoint."""
     bits = np.float64(s).view(np.int64)
     magnitude = bits & 0x7FFFFFFFFFFFFFFF
     drop = 52 - mbits
     low = magnitude & ((np.int64(1) << drop) - 1)
     half = np.int64(1) << (drop - 1)
-    q = magnitude >> drop
+    q = magnitude >> drop  # exponent and kept fraction: a carry moves into the exponent
     if low > half or (low == half and ((err != 0.0 and (err > 0.0) == (s > 0.0)) or
                                        (err == 0.0 and q & 1))):
         q += 1
     exp = (q >> mbits) - 1023 + (1 << (ebits - 1)) - 1
-    if exp <= 0 or exp >= top:
-        return _add_sum_exact(cur, total, ebits, mbits)
-    sign = np.uint64(1 if s < 0.0 else 0) << np.uint64(ebits + mbits)
-    return sign | np.uint64((exp << mbits) | (q & ((np.int64(1) << mbits) - 1)))
+    sign = bits & np.int64(-0x8000000000000000)
+    value = np.int64(sign | (q << drop)).view(np.float64)
+    if exp <= 0 or exp > top:
+        return False, np.uint64(0), value
+    out = (np.uint64(1 if s < 0.0 else 0) << np.uint64(ebits + mbits)) | np.uint64(
+        (exp << mbits) | (q & ((np.int64(1) << mbits) - 1)))
+    return True, out, value
+
+
+@jit
+def _acc_float(cur, ebits, mbits):
+    """``(ok, value)``: accumulator bits as a float64, when zero or normal."""
+    top = (1 << ebits) - 1
+    biased = np.int64(cur >> np.uint64(mbits)) & top
+    if cur == 0:
+        return True, 0.0
+    if biased == 0 or biased == top:
+        return False, 0.0
+    frac = np.int64(cur) & ((np.int64(1) << mbits) - 1)
+    sign = np.int64(cur >> np.uint64(ebits + mbits)) << 63
+    bias = (1 << (ebits - 1)) - 1
+    return True, np.int64(sign | ((biased - bias + 1023) << 52) | (frac << (52 - mbits))).view(
+        np.float64)
+
+
+@jit
+def _add_sum(cur, total, ebits, mbits):
+    """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once: by
+    ``_two_sum`` and ``_round_two_sum`` when ``cur`` and the result are zero or normal, else
+    ``_add_sum_exact``."""
+    ok, x = _acc_float(cur, ebits, mbits)
+    if ok:
+        s, err = _two_sum(x, total)
+        if s == 0.0:
+            return np.uint64(0)
+        ok, bits, _ = _round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+        if ok:
+            return bits
+    return _add_sum_exact(cur, total, ebits, mbits)
 
 
 @jit
@@ -717,6 +743,57 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
 
 
 @jit
+def _ext_float(bits, mbits):
+    """``(ok, value)``: (5, mbits) bits as a float64, when the exponent is not all ones."""
+    b = np.int64(bits)
+    biased = (b >> mbits) & 31
+    if biased == 31:
+        return False, 0.0
+    frac = b & ((np.int64(1) << mbits) - 1)
+    sig = frac | (np.int64(1) << mbits) if biased else frac
+    unit = np.int64(((biased if biased else 1) - 15 - mbits + 1023) << 52).view(np.float64)
+    value = float(sig) * unit
+    return True, -value if (b >> (5 + mbits)) & 1 else value
+
+
+@jit
+def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out, usr20):
+    """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells:
+    ``(ok, bits)``, ``ok`` false for anything but finite operands, an accumulator and a ``t``
+    that are zero or normal, and a normal result below the top binade (or zero). ``t`` and the
+    result are each one ``_two_sum`` rounded once (``_round_two_sum``); ``s * X`` is exact
+    (15 x 30 bits); IEEE signed zeros give Table 5's and the sums' zero signs."""
+    ok, x = _acc_float(acc_bits, ebits, mbits)
+    ok_b, b = _ext_float(in_bias, M_IN_BIAS)
+    ok_s, sc = _ext_float(scale, M_CVT)
+    ok_o, ob = _ext_float(out_bias, M_CVT)
+    if not (ok and ok_b and ok_s and ok_o):
+        return False, np.int64(0)
+    t = x
+    if b != 0.0:
+        s, err = _two_sum(x, b)
+        t = 0.0
+        if s != 0.0:
+            ok, _, t = _round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+            if not ok:
+                return False, np.int64(0)
+    base = kind & 3
+    negative = math.copysign(1.0, t) < 0.0
+    if (base == 1 and not negative) or (base == 2 and negative):
+        t = 0.0
+    elif base == 3:
+        t = abs(t)
+    if kind >= 4:
+        t = -t
+    s, err = _two_sum(sc * t, ob)
+    if s == 0.0:
+        return True, np.int64(1 << (EXP + m_out)) if math.copysign(1.0, s) < 0.0 else \
+            np.int64(0)
+    ok, y, _ = _round_two_sum(s, err, EXP, m_out, 30 if usr20 else 29)
+    return ok, np.int64(y)
+
+
+@jit
 def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf,
             usr20, usr21, ebits, mbits):
     """The convert transfer (section 2.3, chapter 5) of one accumulator into ``out``.
@@ -733,6 +810,11 @@ def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb
                 ob = limit(ob, prev[s, o], fb_op, usr20)
             elif fb_dest == 2:
                 sc = limit(sc, prev[s, o], fb_op, usr20)
-            out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob, ebits,
-                                     mbits, rnd, ovf, usr20, usr21)
+            ok, y = _convert_fast(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob, ebits, mbits,
+                                  M_CVT if rnd else M_FP16, usr20)
+            if ok:
+                out[s, o] = y if rnd else y << 4
+            else:
+                out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob,
+                                         ebits, mbits, rnd, ovf, usr20, usr21)
 
