@@ -62,3 +62,10 @@ def test_multiply_matches_the_numerics_twin_and_leaves_the_state(name):
         N.multiply_twin(D.act_matrix(vtcm, plan), wgt, want, plan.negate, 0, *m.acc_format,
                         m.acc_round_group)
         assert (m.buffers.acc[index] == want).all()
+
+
+def test_write_convert_matches_its_twin():
+    state = hwsim.machine("hmx").state
+    state.cvt[:] = rng.integers(0, 1 << 20, (32, 32))
+    want = D.layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+    assert (D.write_convert(state) == want).all()

@@ -8,7 +8,8 @@ croutons, or the single's two croutons dY apart with the Y offset; Figures 4, 19
 weight vectors (Figure 8; missing vectors read as zeros, 2.2.2), and the accumulator(s) it adds
 to; the results go to ``MpyBuffers.acc``, never to the state, so that an op starting before
 the multiply's results are ready still reads the old accumulators. ``act_matrix`` and
-``wgt_matrices`` are the numpy twins of the gathers, used by the tests.
+``wgt_matrices`` are the numpy twins of the gathers, used by the tests. ``write_convert`` gives
+the bytes a write of the convert state stores (twin: ``layouts.pack_crouton``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,22 @@ def multiply_vtcm(mem, starts, lo, hi, rows, wgt_start, given, needed, deep, acc
     if deep:
         numerics.multiply_into(act, wgt_buf[k:2 * k], acc[1 - primary], out[1 - primary],
                                negate, infnan, ebits, mbits, group)
+
+
+def write_convert(state) -> np.ndarray:
+    """The bytes the write of the convert state stores (2.4): its FP16 part (the upper 16 bits;
+    chapter 5) as a crouton, state row s at spatial s (Figure 18)."""
+    out = np.empty(CELLS * CELLS, dtype=np.uint16)
+    crouton_of_cvt(state.cvt, out)
+    return out.view(np.uint8)
+
+
+@jit
+def crouton_of_cvt(cvt, out):
+    """``cvt[s, c] >> 4`` at word ``(s // 2) * 64 + c * 2 + s % 2`` of ``out``."""
+    for s in range(CELLS):
+        for c in range(CELLS):
+            out[(s // 2) * 64 + c * 2 + s % 2] = cvt[s, c] >> 4
 
 
 # -- numpy twins -------------------------------------------------------------------------------

@@ -78,14 +78,21 @@ def _store(vtcm, addr, data):
     return lambda: vtcm.store(addr, data)
 
 
+def _words(vtcm, addr: int) -> tuple:
+    """The VTCM as FP16 words, and the word at ``addr`` (2-byte aligned)."""
+    return vtcm.data.view(np.uint16), (addr - vtcm.base) // 2
+
+
 def _pack_act(f):
     th, tw, groups = layouts.crouton_grid(f["h"], f["w"], f["c"], f["mask"])
     out_bytes = th * tw * groups * CROUTON_BYTES
     src = (f["src"], 2 * f["h"] * f["w"] * f["c"])
+    grid = layouts.spatial_grid(f["mask"])
 
     def run(vtcm):
-        tensor = _fp16(vtcm, f["src"], f["h"] * f["w"] * f["c"]).reshape(f["h"], f["w"], f["c"])
-        return _store(vtcm, f["dst"], layouts.pack_nhwc(tensor, f["mask"]))
+        out = np.empty(out_bytes // 2, dtype=np.uint16)
+        K.pack_act(*_words(vtcm, f["src"]), f["h"], f["w"], f["c"], grid, out)
+        return _store(vtcm, f["dst"], out)
     return HvxPlan([src], [(f["dst"], out_bytes)], out_bytes // VECTOR_BYTES,
                    "hvx_act_pack_cycles_per_vector", run)
 
@@ -93,11 +100,12 @@ def _pack_act(f):
 def _unpack_act(f):
     th, tw, groups = layouts.crouton_grid(f["h"], f["w"], f["c"], f["mask"])
     in_bytes = th * tw * groups * CROUTON_BYTES
+    grid = layouts.spatial_grid(f["mask"])
 
     def run(vtcm):
-        data = vtcm.read(f["src"], in_bytes)
-        tensor = layouts.unpack_nhwc(data, f["h"], f["w"], f["c"], f["mask"])
-        return _store(vtcm, f["dst"], tensor.view(np.uint8))
+        out = np.empty(f["h"] * f["w"] * f["c"], dtype=np.uint16)
+        K.unpack_act(*_words(vtcm, f["src"]), f["h"], f["w"], f["c"], grid, out)
+        return _store(vtcm, f["dst"], out)
     return HvxPlan([(f["src"], in_bytes)], [(f["dst"], 2 * f["h"] * f["w"] * f["c"])],
                    in_bytes // VECTOR_BYTES, "hvx_act_unpack_cycles_per_vector", run)
 

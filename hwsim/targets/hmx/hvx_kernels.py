@@ -19,8 +19,10 @@ approximations; these are the documented choices:
   order, divided by their count in FP32, rounded to FP16 (TOSA AVG_POOL2D divides by the count
   of valid inputs).
 * ``f32_to_f16``: round to nearest even, overflow to infinity; ``f16_to_f32``: exact.
+* ``pack_act``/``unpack_act``: the crouton layout, straight from and to the VTCM's words.
 
-Each numba kernel has a numpy twin (``*_twin``, same signature) used by the tests.
+Each numba kernel has a numpy twin (``*_twin``, same signature; for the layouts, the
+``layouts.pack_nhwc``/``unpack_nhwc`` pair) used by the tests.
 """
 
 from __future__ import annotations
@@ -229,6 +231,46 @@ def f32_to_f16(a, out):
 def f16_to_f32(a, out):
     """FP16 bits -> FP32 bits (uint32), exactly."""
     _reformat(a, out, 5, 10, 8, 23, FP32_NAN)
+
+
+@jit
+def pack_act(words, start, h, w, c, grid, out):
+    """The (h, w, c) FP16 tensor at word ``start`` of ``words`` -> croutons in ``out`` (uint16,
+    ``layouts.pack_nhwc``'s order and zero padding): spatial s, channel ch of a crouton is
+    word ``(s // 2) * 64 + ch * 2 + s % 2``."""
+    ny, nx = grid.shape
+    th, tw, groups = -(-h // ny), -(-w // nx), -(-c // 32)
+    out[:] = 0
+    for ty in range(th):
+        for tx in range(tw):
+            for g in range(groups):
+                base = ((ty * tw + tx) * groups + g) * 1024
+                for y in range(min(ny, h - ty * ny)):
+                    for x in range(min(nx, w - tx * nx)):
+                        s = grid[y, x]
+                        at = base + (s // 2) * 64 + s % 2
+                        pixel = start + ((ty * ny + y) * w + tx * nx + x) * c + g * 32
+                        for ch in range(min(32, c - g * 32)):
+                            out[at + ch * 2] = words[pixel + ch]
+
+
+@jit
+def unpack_act(words, start, h, w, c, grid, out):
+    """Croutons at word ``start`` of ``words`` (``pack_act``'s layout) -> the (h, w, c) FP16
+    tensor in ``out`` (uint16, flat NHWC)."""
+    ny, nx = grid.shape
+    th, tw, groups = -(-h // ny), -(-w // nx), -(-c // 32)
+    for ty in range(th):
+        for tx in range(tw):
+            for g in range(groups):
+                base = start + ((ty * tw + tx) * groups + g) * 1024
+                for y in range(min(ny, h - ty * ny)):
+                    for x in range(min(nx, w - tx * nx)):
+                        s = grid[y, x]
+                        at = base + (s // 2) * 64 + s % 2
+                        pixel = ((ty * ny + y) * w + tx * nx + x) * c + g * 32
+                        for ch in range(min(32, c - g * 32)):
+                            out[pixel + ch] = words[at + ch * 2]
 
 
 # -- numpy twins ----------------------------------------------------------------------------------

@@ -345,7 +345,7 @@ def _write_convert(m: HmxMachine, step: Step, issue: _Issue) -> Op:
     def execute() -> Work:
         work = Work(m.cycles("cvt_write_cycles"), transfers=((port, CROUTON_BYTES),))
         if m.numerics:
-            data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+            data = datapath.write_convert(state)
             work.commit = lambda: vtcm.store(addr, data)
         return work
     return Op(m.units["cvt"], execute, f"write cvt -> {addr:#x}", reads=("cvt",),
