@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, jit, round_pack, unpack
-from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
+from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add, ext_float, round_two_sum
 
 FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
 FP32_NAN = 0x7FC00000
@@ -40,26 +40,42 @@ FP32_NAN = 0x7FC00000
 
 @jit
 def fp16_binary(a, b, out, mul):
-    """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each."""
+    """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each. Finite
+    operands with a normal result: the float64 sum or product, which is exact (at most 52
+    bits), rounded once (``round_two_sum``); the rest by exact integers."""
     for i in range(a.size):
-        ca, sa, ma, ea = unpack(a[i], EXP, M_FP16)
-        cb, sb, mb, eb = unpack(b[i], EXP, M_FP16)
-        if mul:
-            sign = sa ^ sb
-            if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
-                out[i] = FP16_NAN
-            elif ca == INF or cb == INF:
-                out[i] = (sign << 15) | 0x7C00
-            else:
-                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False,
-                                    False)[0]
-        elif ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
-            out[i] = FP16_NAN
-        elif ca == INF or cb == INF:
-            out[i] = ((sa if ca == INF else sb) << 15) | 0x7C00
-        else:
-            sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
-            out[i] = round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
+        ok_a, x = ext_float(a[i], M_FP16)
+        ok_b, y = ext_float(b[i], M_FP16)
+        if ok_a and ok_b:
+            v = x * y if mul else x + y
+            if v == 0.0:
+                out[i] = 0x8000 if math.copysign(1.0, v) < 0.0 else 0
+                continue
+            ok, bits, _ = round_two_sum(v, 0.0, EXP, M_FP16, 30)
+            if ok:
+                out[i] = bits
+                continue
+        out[i] = _fp16_binary_exact(a[i], b[i], mul)
+
+
+@jit
+def _fp16_binary_exact(a, b, mul):
+    """One element of ``fp16_binary`` by exact integers."""
+    ca, sa, ma, ea = unpack(a, EXP, M_FP16)
+    cb, sb, mb, eb = unpack(b, EXP, M_FP16)
+    if mul:
+        sign = sa ^ sb
+        if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
+            return FP16_NAN
+        if ca == INF or cb == INF:
+            return (sign << 15) | 0x7C00
+        return round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False, False)[0]
+    if ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
+        return FP16_NAN
+    if ca == INF or cb == INF:
+        return ((sa if ca == INF else sb) << 15) | 0x7C00
+    sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
+    return round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
 
 
 @jit

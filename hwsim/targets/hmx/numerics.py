@@ -261,7 +261,7 @@ def _fp16_floats(bits, negate, infnan, step, values, ratio, special):
 
 
 @jit
-def _two_sum(x, y):
+def two_sum(x, y):
     """``x + y`` in float64 and its exact error (Knuth's TwoSum): ``x + y = s + err``."""
     s = x + y
     v = s - x
@@ -269,7 +269,7 @@ def _two_sum(x, y):
 
 
 @jit
-def _round_two_sum(s, err, ebits, mbits, top):
+def round_two_sum(s, err, ebits, mbits, top):
     """The exact ``s + err`` (``s`` nonzero, ``|err|`` at most half an ulp of ``s``) rounded once
     to nearest even in (ebits, mbits): ``(ok, bits, value)``, ``ok`` only when the result is a
     normal number with a biased exponent up to ``top``. ``s``'s extra bits decide, and ``err``
@@ -313,14 +313,14 @@ def _acc_float(cur, ebits, mbits):
 @jit
 def _add_sum(cur, total, ebits, mbits):
     """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once: by
-    ``_two_sum`` and ``_round_two_sum`` when ``cur`` and the result are zero or normal, else
+    ``two_sum`` and ``round_two_sum`` when ``cur`` and the result are zero or normal, else
     ``_add_sum_exact``."""
     ok, x = _acc_float(cur, ebits, mbits)
     if ok:
-        s, err = _two_sum(x, total)
+        s, err = two_sum(x, total)
         if s == 0.0:
             return np.uint64(0)
-        ok, bits, _ = _round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+        ok, bits, _ = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
         if ok:
             return bits
     return _add_sum_exact(cur, total, ebits, mbits)
@@ -743,7 +743,7 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
 
 
 @jit
-def _ext_float(bits, mbits):
+def ext_float(bits, mbits):
     """``(ok, value)``: (5, mbits) bits as a float64, when the exponent is not all ones."""
     b = np.int64(bits)
     biased = (b >> mbits) & 31
@@ -761,20 +761,20 @@ def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out,
     """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells:
     ``(ok, bits)``, ``ok`` false for anything but finite operands, an accumulator and a ``t``
     that are zero or normal, and a normal result below the top binade (or zero). ``t`` and the
-    result are each one ``_two_sum`` rounded once (``_round_two_sum``); ``s * X`` is exact
+    result are each one ``two_sum`` rounded once (``round_two_sum``); ``s * X`` is exact
     (15 x 30 bits); IEEE signed zeros give Table 5's and the sums' zero signs."""
     ok, x = _acc_float(acc_bits, ebits, mbits)
-    ok_b, b = _ext_float(in_bias, M_IN_BIAS)
-    ok_s, sc = _ext_float(scale, M_CVT)
-    ok_o, ob = _ext_float(out_bias, M_CVT)
+    ok_b, b = ext_float(in_bias, M_IN_BIAS)
+    ok_s, sc = ext_float(scale, M_CVT)
+    ok_o, ob = ext_float(out_bias, M_CVT)
     if not (ok and ok_b and ok_s and ok_o):
         return False, np.int64(0)
     t = x
     if b != 0.0:
-        s, err = _two_sum(x, b)
+        s, err = two_sum(x, b)
         t = 0.0
         if s != 0.0:
-            ok, _, t = _round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+            ok, _, t = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
             if not ok:
                 return False, np.int64(0)
     base = kind & 3
@@ -785,11 +785,11 @@ def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out,
         t = abs(t)
     if kind >= 4:
         t = -t
-    s, err = _two_sum(sc * t, ob)
+    s, err = two_sum(sc * t, ob)
     if s == 0.0:
         return True, np.int64(1 << (EXP + m_out)) if math.copysign(1.0, s) < 0.0 else \
             np.int64(0)
-    ok, y, _ = _round_two_sum(s, err, EXP, m_out, 30 if usr20 else 29)
+    ok, y, _ = round_two_sum(s, err, EXP, m_out, 30 if usr20 else 29)
     return ok, np.int64(y)
 
 
