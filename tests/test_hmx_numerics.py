@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hwsim.isa.hmx import BIAS_REG, CVT_RS
+from hwsim.targets.hmx import exact64 as X
 from hwsim.targets.hmx import numerics as N
 from tests import hmx_oracle as O
 
@@ -98,15 +99,15 @@ def levels(act, wgt, step):
     chunks = -(-n // step)
     va, vw = np.empty(act.shape), np.empty(wgt.shape)
     ra, rw = np.empty((act.shape[1], chunks)), np.empty((wgt.shape[1], chunks))
-    N._fp16_floats(act, 0, 1, step, va, ra, np.zeros(act.shape[1], bool))
-    N._fp16_floats(wgt, 0, 1, step, vw, rw, np.zeros(wgt.shape[1], bool))
+    X.fp16_floats(act, 0, 1, step, va, ra, np.zeros(act.shape[1], bool))
+    X.fp16_floats(wgt, 0, 1, step, vw, rw, np.zeros(wgt.shape[1], bool))
 
     def pieces(x):
         hi, lo, r_hi, r_lo = np.empty(n), np.empty(n), np.empty(chunks), np.empty(chunks)
-        N._split(np.ascontiguousarray(x), step, hi, lo, r_hi, r_lo)
+        X.split(np.ascontiguousarray(x), step, hi, lo, r_hi, r_lo)
         assert (hi + lo == x).all()
         return np.maximum(r_hi, r_lo)
-    exact = N._EXACT_RATIO
+    exact = X.EXACT_RATIO
     widest, w_split = rw.max(0), np.array([pieces(vw[:, o]) for o in range(wgt.shape[1])])
     found = set()
     for s in range(act.shape[1]):

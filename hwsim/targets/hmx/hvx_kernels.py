@@ -32,7 +32,8 @@ import math
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, jit, round_pack, unpack
-from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add, ext_float, round_two_sum
+from hwsim.targets.hmx.exact64 import finite_value, round_two_sum
+from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
 
 FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
 FP32_NAN = 0x7FC00000
@@ -44,8 +45,8 @@ def fp16_binary(a, b, out, mul):
     operands with a normal result: the float64 sum or product, which is exact (at most 52
     bits), rounded once (``round_two_sum``); the rest by exact integers."""
     for i in range(a.size):
-        ok_a, x = ext_float(a[i], M_FP16)
-        ok_b, y = ext_float(b[i], M_FP16)
+        ok_a, x = finite_value(a[i], EXP, M_FP16)
+        ok_b, y = finite_value(b[i], EXP, M_FP16)
         if ok_a and ok_b:
             v = x * y if mul else x + y
             if v == 0.0:

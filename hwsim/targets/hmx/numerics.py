@@ -25,6 +25,13 @@ rounding points. These are the choices, each a parameter where a reading is open
   feedback) and outputs alike, as the QEMU model does.
 * Subnormals are kept everywhere (no flush to zero).
 
+How the exact values are computed (the results do not depend on it): a multiply's sums are
+float64 dot products where those are provably exact (``exact64.py``), with the operands split
+in two where one float64 sum is not enough, and integer limbs (30 bits each from 2^-48) for
+what is left; a sum is added to the accumulator and rounded once with TwoSum. The convert's
+usual cells are float64 too (``_convert_fast``); the rest, with Inf, NaN, subnormal or
+top-binade values, are the exact integer cell (``convert_cell``).
+
 Kernels are numba functions (``cache=True``). ``multiply_twin`` is a numpy twin of the multiply
 (exact Python integers); the convert's plain twin is ``convert.py_func``.
 """
@@ -36,6 +43,8 @@ import math
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
+from hwsim.targets.hmx.exact64 import (EXACT_RATIO, block_sums, finite_value, fp16_floats,
+                                      round_two_sum, row_sums, split, two_sum)
 
 EXP = 5  # exponent bits of FP16 and of its extended forms
 M_FP16 = 10  # fraction bits of FP16
@@ -44,8 +53,6 @@ M_IN_BIAS = 15  # FP16 with 5 extra mantissa bits: input bias (Table 4)
 LIMB_BITS = 30
 LIMBS = 6  # 180 bits from 2^-48: any accumulator of up to 8 exponent bits plus a product sum
 UNIT_EXP = -48  # lsb of the exact product sum: the smallest FP16 product is 2^-24 * 2^-24
-_UNIT = np.array([2.0 ** (e - 24) for e in range(31)])  # an FP16 significand unit per exponent
-_EXACT_RATIO = 2.0 ** 52  # float64 sums below 2^53 units are exact; one bit for rounding slack
 SHAPE_KINDS = {"identity": 0, "min0": 1, "max0": 2, "abs": 3}
 
 
@@ -231,91 +238,11 @@ def _add_to_limbs(limbs, bits, ebits, mbits):
 
 
 @jit
-def _fp16_floats(bits, negate, infnan, step, values, ratio, special):
-    """FP16 ``bits[k, j]`` -> float64 ``values[k, j]`` (negated with ``negate``; Inf/NaN as 0
-    and ``special[j]`` set), and per ``j`` and chunk of ``step`` channels the exactness ratio
-    ``sqrt(sum v^2) / (smallest lsb)`` (0: all zero). Every FP16 value and every product of two
-    is exact in float64. Branch-free over ``j``, so that the loop vectorises."""
-    n, cols = bits.shape
-    ones = np.zeros(cols, dtype=np.int64)  # the OR of the values in units of 2^-24: its lowest
-    squares = np.zeros(cols)               # set bit is the smallest lsb
-    for c in range(ratio.shape[1]):
-        ones[:] = 0
-        squares[:] = 0.0
-        for k in range(c * step, min(n, (c + 1) * step)):
-            for j in range(cols):
-                b = np.int64(bits[k, j])
-                biased = (b >> 10) & 31
-                normal = np.int64(biased != 0)
-                inf_nan = np.int64(biased == 31) & infnan
-                units = ((b & 1023) | (normal << 10)) << (biased - normal)
-                units &= inf_nan - 1  # Inf/NaN -> 0
-                special[j] |= inf_nan != 0
-                ones[j] |= units
-                v = units * 5.9604644775390625e-08  # 2^-24: exact
-                squares[j] += v * v
-                values[k, j] = -v if (b >> 15) ^ negate else v
-        for j in range(cols):
-            lsb = (ones[j] & -ones[j]) * 5.9604644775390625e-08
-            ratio[j, c] = math.sqrt(squares[j]) / lsb if ones[j] else 0.0
-
-
-@jit
-def two_sum(x, y):
-    """``x + y`` in float64 and its exact error (Knuth's TwoSum): ``x + y = s + err``."""
-    s = x + y
-    v = s - x
-    return s, (x - (s - v)) + (y - v)
-
-
-@jit
-def round_two_sum(s, err, ebits, mbits, top):
-    """The exact ``s + err`` (``s`` nonzero, ``|err|`` at most half an ulp of ``s``) rounded once
-    to nearest even in (ebits, mbits): ``(ok, bits, value)``, ``ok`` only when the result is a
-    normal number with a biased exponent up to ``top``. ``s``'s extra bits decide, and ``err``
-    only breaks a tie: it is below half a float64 ulp, so it can only move a value that sits
-    exactly on a midpoint."""
-    bits = np.float64(s).view(np.int64)
-    magnitude = bits & 0x7FFFFFFFFFFFFFFF
-    drop = 52 - mbits
-    low = magnitude & ((np.int64(1) << drop) - 1)
-    half = np.int64(1) << (drop - 1)
-    q = magnitude >> drop  # exponent and kept fraction: a carry moves into the exponent
-    if low > half or (low == half and ((err != 0.0 and (err > 0.0) == (s > 0.0)) or
-                                       (err == 0.0 and q & 1))):
-        q += 1
-    exp = (q >> mbits) - 1023 + (1 << (ebits - 1)) - 1
-    sign = bits & np.int64(-0x8000000000000000)
-    value = np.int64(sign | (q << drop)).view(np.float64)
-    if exp <= 0 or exp > top:
-        return False, np.uint64(0), value
-    out = (np.uint64(1 if s < 0.0 else 0) << np.uint64(ebits + mbits)) | np.uint64(
-        (exp << mbits) | (q & ((np.int64(1) << mbits) - 1)))
-    return True, out, value
-
-
-@jit
-def _acc_float(cur, ebits, mbits):
-    """``(ok, value)``: accumulator bits as a float64, when zero or normal."""
-    top = (1 << ebits) - 1
-    biased = np.int64(cur >> np.uint64(mbits)) & top
-    if cur == 0:
-        return True, 0.0
-    if biased == 0 or biased == top:
-        return False, 0.0
-    frac = np.int64(cur) & ((np.int64(1) << mbits) - 1)
-    sign = np.int64(cur >> np.uint64(ebits + mbits)) << 63
-    bias = (1 << (ebits - 1)) - 1
-    return True, np.int64(sign | ((biased - bias + 1023) << 52) | (frac << (52 - mbits))).view(
-        np.float64)
-
-
-@jit
 def _add_sum(cur, total, ebits, mbits):
     """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once: by
-    ``two_sum`` and ``round_two_sum`` when ``cur`` and the result are zero or normal, else
+    ``two_sum`` and ``round_two_sum`` when the result is normal (or zero), else
     ``_add_sum_exact``."""
-    ok, x = _acc_float(cur, ebits, mbits)
+    ok, x = finite_value(cur, ebits, mbits)
     if ok:
         s, err = two_sum(x, total)
         if s == 0.0:
@@ -341,44 +268,6 @@ def _add_sum_exact(cur, total, ebits, mbits):
 
 
 @jit
-def _sums(a, values_w, step, sums):
-    """``sums[c, o]``: the dot products of the act column ``a`` (one spatial's channels) with
-    each weight column, per chunk of ``step`` channels, in float64 (exact where the ratios say
-    so)."""
-    n, cols = values_w.shape
-    row = np.empty(cols)  # a fresh local: the loop over o vectorises
-    for c in range(sums.shape[0]):
-        row[:] = 0.0
-        for k in range(c * step, min(n, (c + 1) * step)):
-            if a[k] != 0.0:
-                for o in range(cols):
-                    row[o] += a[k] * values_w[k, o]
-        sums[c] = row
-
-
-@jit
-def _block_sums(values_a, values_w, s0, step, sums):
-    """``sums[i, c, o]``: ``_sums`` of act columns ``s0 + i`` (i < 4, within the act), four at
-    a time so that each weight row is loaded once for four."""
-    n, cols = values_w.shape
-    last = values_a.shape[1] - 1
-    s1, s2, s3 = min(s0 + 1, last), min(s0 + 2, last), min(s0 + 3, last)
-    t = np.empty((4, cols))  # a fresh local: the loop over o vectorises
-    for c in range(sums.shape[1]):
-        t[:] = 0.0
-        for k in range(c * step, min(n, (c + 1) * step)):
-            a0, a1, a2, a3 = values_a[k, s0], values_a[k, s1], values_a[k, s2], values_a[k, s3]
-            if a0 != 0.0 or a1 != 0.0 or a2 != 0.0 or a3 != 0.0:
-                for o in range(cols):
-                    w = values_w[k, o]
-                    t[0, o] += a0 * w
-                    t[1, o] += a1 * w
-                    t[2, o] += a2 * w
-                    t[3, o] += a3 * w
-        sums[:, c] = t
-
-
-@jit
 def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     """``out[s, o] = acc[s, o] + sum_k act[k, s] * wgt[k, o]`` with the rounding described
     above (``out`` may be ``acc``).
@@ -400,8 +289,8 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     values_a, values_w = np.empty((n, rows)), np.empty((n, cols))
     ratio_a, ratio_w = np.empty((rows, chunks)), np.empty((cols, chunks))
     special_a, special_w = np.zeros(rows, dtype=np.bool_), np.zeros(cols, dtype=np.bool_)
-    _fp16_floats(act, 0, infnan, step, values_a, ratio_a, special_a)
-    _fp16_floats(wgt, negate, infnan, step, values_w, ratio_w, special_w)
+    fp16_floats(act, 0, infnan, step, values_a, ratio_a, special_a)
+    fp16_floats(wgt, negate, infnan, step, values_w, ratio_w, special_w)
     widest = np.zeros(chunks)
     for o in range(cols):
         for c in range(chunks):
@@ -411,13 +300,13 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     sums = np.empty((4, chunks, cols))
     for s in range(rows):
         if s % 4 == 0:
-            _block_sums(values_a, values_w, s, step, sums)
+            block_sums(values_a, values_w, s, step, sums)
         if _passes(ratio_a[s], widest):
             _add_sums(act, wgt, acc, out, s, sums[s % 4], special_a[s], special_w, negate,
                       infnan, ebits, mbits)
             continue
         a_pieces, ratio_ap = np.empty((2, n)), np.empty((2, chunks))
-        _split(values_a[:, s], step, a_pieces[0], a_pieces[1], ratio_ap[0], ratio_ap[1])
+        split(values_a[:, s], step, a_pieces[0], a_pieces[1], ratio_ap[0], ratio_ap[1])
         if _passes(ratio_ap[0], widest) and _passes(ratio_ap[1], widest):
             _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap,
                        values_w.reshape(1, n, cols), ratio_w.reshape(1, cols, chunks),
@@ -425,7 +314,7 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
             continue
         if not w_split:
             for o in range(cols):
-                _split(values_w[:, o], step, w_pieces[0, :, o], w_pieces[1, :, o],
+                split(values_w[:, o], step, w_pieces[0, :, o], w_pieces[1, :, o],
                        ratio_wp[0, o], ratio_wp[1, o])
             w_split = True
         _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_a[s],
@@ -436,7 +325,7 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
 def _passes(ratio_row, widest):
     """Every chunk's sum with every weight column is known exact."""
     for c in range(widest.shape[0]):
-        if ratio_row[c] * widest[c] >= _EXACT_RATIO:
+        if ratio_row[c] * widest[c] >= EXACT_RATIO:
             return False
     return True
 
@@ -466,7 +355,7 @@ def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, sp
     parts = np.empty((2, w_pieces.shape[0], chunks, cols))
     for i in range(2):
         for j in range(w_pieces.shape[0]):
-            _sums(a_pieces[i], w_pieces[j], step, parts[i, j])
+            row_sums(a_pieces[i], w_pieces[j], step, parts[i, j])
     limbs = np.zeros(LIMBS, dtype=np.int64)
     for o in range(cols):
         cur = acc[s, o]
@@ -477,7 +366,7 @@ def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, sp
             exact = True
             for j in range(w_pieces.shape[0]):
                 exact = exact and max(ratio_ap[0, c], ratio_ap[1, c]) * ratio_wp[j, o, c] < \
-                    _EXACT_RATIO
+                    EXACT_RATIO
             if exact:
                 limbs[:] = 0
                 for i in range(2):
@@ -506,40 +395,6 @@ def _add_exact(cur, act, wgt, s, o, k0, k1, negate, infnan, ebits, mbits):
     _dot(sa[0], ea[0], sw[0], ew[0], limbs)
     _add_to_limbs(limbs, cur, ebits, mbits)
     return _round_limbs(limbs, ebits, mbits)
-
-
-@jit
-def _split(x, step, hi, lo, ratio_hi, ratio_lo):
-    """Per chunk of ``step``: ``x = hi + lo`` exactly, ``hi`` the values truncated to 17 bits
-    below the chunk's largest magnitude, and the exactness ratios (``_fp16_floats``) of both."""
-    n = x.shape[0]
-    for c in range(ratio_hi.shape[0]):
-        k0, k1 = c * step, min(n, (c + 1) * step)
-        largest = 0.0
-        for k in range(k0, k1):
-            largest = max(largest, abs(x[k]))
-        quantum = math.ldexp(1.0, math.frexp(largest)[1] - 17) if largest > 0.0 else 1.0
-        inverse = 1.0 / quantum
-        for k in range(k0, k1):
-            hi[k] = float(np.int64(x[k] * inverse)) * quantum  # toward zero
-            lo[k] = x[k] - hi[k]
-        ratio_hi[c] = _ratio(hi[k0:k1])
-        ratio_lo[c] = _ratio(lo[k0:k1])
-
-
-@jit
-def _ratio(v):
-    """sqrt(sum v^2) / (the smallest lsb of a nonzero v), 0 when all are zero."""
-    squares, lsb = 0.0, np.inf
-    for x in v:
-        if x != 0.0:
-            squares += x * x
-            bits = np.float64(x).view(np.int64)
-            biased = (bits >> 52) & 0x7FF  # x is normal: a multiple of 2^-48
-            sig = (bits & 0xFFFFFFFFFFFFF) | 0x10000000000000
-            unit = np.int64((biased - 52) << 52).view(np.float64)  # 2^(biased - 1075)
-            lsb = min(lsb, float(sig & -sig) * unit)
-    return math.sqrt(squares) / lsb if squares > 0.0 else 0.0
 
 
 @jit
@@ -743,30 +598,16 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
 
 
 @jit
-def ext_float(bits, mbits):
-    """``(ok, value)``: (5, mbits) bits as a float64, when the exponent is not all ones."""
-    b = np.int64(bits)
-    biased = (b >> mbits) & 31
-    if biased == 31:
-        return False, 0.0
-    frac = b & ((np.int64(1) << mbits) - 1)
-    sig = frac | (np.int64(1) << mbits) if biased else frac
-    unit = np.int64(((biased if biased else 1) - 15 - mbits + 1023) << 52).view(np.float64)
-    value = float(sig) * unit
-    return True, -value if (b >> (5 + mbits)) & 1 else value
-
-
-@jit
 def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out, usr20):
     """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells:
-    ``(ok, bits)``, ``ok`` false for anything but finite operands, an accumulator and a ``t``
-    that are zero or normal, and a normal result below the top binade (or zero). ``t`` and the
+    ``(ok, bits)``, ``ok`` false for anything but finite operands, a ``t`` that is zero or
+    normal, and a result that is zero or normal below the top binade. ``t`` and the
     result are each one ``two_sum`` rounded once (``round_two_sum``); ``s * X`` is exact
     (15 x 30 bits); IEEE signed zeros give Table 5's and the sums' zero signs."""
-    ok, x = _acc_float(acc_bits, ebits, mbits)
-    ok_b, b = ext_float(in_bias, M_IN_BIAS)
-    ok_s, sc = ext_float(scale, M_CVT)
-    ok_o, ob = ext_float(out_bias, M_CVT)
+    ok, x = finite_value(acc_bits, ebits, mbits)
+    ok_b, b = finite_value(in_bias, EXP, M_IN_BIAS)
+    ok_s, sc = finite_value(scale, EXP, M_CVT)
+    ok_o, ob = finite_value(out_bias, EXP, M_CVT)
     if not (ok and ok_b and ok_s and ok_o):
         return False, np.int64(0)
     t = x
