@@ -2,8 +2,7 @@
 
 ``machine.py`` (state, semantics, timing), ``datapath.py`` (what a multiply or a write computes,
 from the VTCM and the state), ``numerics.py`` (datapath kernels; float64 arithmetic proven exact
-in ``exact64.py``), ``layouts.py``
-(VTCM layouts as pack/unpack pairs), ``hvx.py`` (HVX layout, copy and arithmetic work) with its
-kernels in ``hvx_kernels.py``, ``params.py`` (parameters with sources); the instruction words
-and syntax are in ``hwsim/isa/hmx.py``.
+in ``exact64.py``), ``layouts.py`` (VTCM layouts as pack/unpack pairs), ``hvx.py`` (HVX layout,
+copy and arithmetic work) with its kernels in ``hvx_kernels.py``, ``params.py`` (parameters
+with sources); the instruction words and syntax are in ``hwsim/isa/hmx.py``.
 """
