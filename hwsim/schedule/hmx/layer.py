@@ -35,9 +35,10 @@ FP16_LIMIT = 65504.0 * (1 + 2.0 ** -11)  # values at or beyond round to infinity
 
 # -- host-side constants ---------------------------------------------------------------------------
 
-def weight_matrices(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]:
-    """Per filter group, per tap: the [32, K] matrix of the group's expanded croutons (FP16,
-    rounded once from the given values; zeros where no tap reads)."""
+def packed_weights(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]:
+    """Per filter group, per tap: the weight vectors (Figure 8) of the [32, K] matrix over the
+    group's expanded croutons (FP16, rounded once from the given values; zeros where no tap
+    reads)."""
     c = plan.conv
     taps = [None] if plan.fold_y else range(c.kernel[0])
     if not c.depthwise:  # every group reads all expanded croutons: one matrix per tap for all
@@ -49,7 +50,9 @@ def weight_matrices(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]
                 ky = block.ky if plan.fold_y else ky
                 full[t][:c.k_out, block.offset:block.offset + block.count] = \
                     weight[:, ky, block.kx, :]
-        return [[m[g * CH:(g + 1) * CH] for m in full] for g in range(c.groups)]
+        packed = [layouts.pack_weights(m) for m in full]  # the groups one after the other
+        size = packed[0].size // c.groups
+        return [[p[g * size:(g + 1) * size] for p in packed] for g in range(c.groups)]
     out = []
     for g in range(c.groups):
         first, count = plan.group_croutons(g)
@@ -64,7 +67,7 @@ def weight_matrices(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]
                     ky = block.ky if plan.fold_y else ky
                     mats[t][outs - g * CH, col + outs // m - block.c0] = \
                         weight[ky, block.kx, outs // m, outs % m]
-        out.append(mats)
+        out.append([layouts.pack_weights(m) for m in mats])
     return out
 
 
@@ -106,17 +109,16 @@ def bias_sets(bias, relu: bool, scale=None) -> np.ndarray:
         output_bias=ext_fp16_bits(np.zeros(k) if inside else scale * bias, 14))
 
 
-def group_chunk(plan: ConvPlan, mats: list[np.ndarray], bias_set: np.ndarray) -> np.ndarray:
+def group_chunk(packed: list[np.ndarray], bias_set: np.ndarray) -> np.ndarray:
     """One filter group's constants: the packed weights of each tap, then its bias set."""
-    parts = [layouts.pack_weights(m) for m in mats]
-    return np.concatenate(parts + [bias_set])
+    return np.concatenate(packed + [bias_set])
 
 
-def pair_chunk(mats_a: list[np.ndarray], mats_b: list[np.ndarray],
+def pair_chunk(packed_a: list[np.ndarray], packed_b: list[np.ndarray],
                sets: np.ndarray) -> np.ndarray:
-    """Two filter groups for weight deep: per tap the 64-filter vectors, then both bias sets."""
-    parts = [layouts.pack_weights(np.concatenate([a, b])) for a, b in zip(mats_a, mats_b)]
-    return np.concatenate(parts + [sets])
+    """Two filter groups for weight deep: per tap the 64-filter vectors (the first group's,
+    then the second's), then both bias sets."""
+    return np.concatenate([part for a, b in zip(packed_a, packed_b) for part in (a, b)] + [sets])
 
 
 # -- emission -------------------------------------------------------------------------------------
@@ -136,16 +138,16 @@ def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias
     groups (or pairs, with weight deep) to a chunk as fit in ``chunk_bytes``. ``scale``
     (per output channel) multiplies the results in the convert."""
     c = plan.conv
-    mats = weight_matrices(plan, weight)
+    packed = packed_weights(plan, weight)
     sets = bias_sets(np.broadcast_to(np.asarray(bias, np.float64), (c.k_out,)), c.relu, scale)
     step = 2 if plan.weight_deep else 1
     units = []
     for g in range(0, c.groups, step):
         if step == 2 and g + 1 < c.groups:
             pair_sets = sets[g * BIAS_SET_BYTES:(g + 2) * BIAS_SET_BYTES]
-            units.append(([g, g + 1], pair_chunk(mats[g], mats[g + 1], pair_sets)))
+            units.append(([g, g + 1], pair_chunk(packed[g], packed[g + 1], pair_sets)))
         else:
-            units.append(([g], group_chunk(plan, mats[g],
+            units.append(([g], group_chunk(packed[g],
                                            sets[g * BIAS_SET_BYTES:(g + 1) * BIAS_SET_BYTES])))
     size = max(u.size for _, u in units)
     per_chunk = max(1, chunk_bytes // size)
