@@ -253,7 +253,7 @@ def _valid(w_out: int, sx: int, shift: int, w: int) -> tuple[int, int]:
 def _emit_groups(program: Program, plan: ConvPlan, phases: list[int], unit: int,
                  groups: list[int], outputs: int) -> None:
     """Multiplies, converts and writes of one filter group (two with weight deep)."""
-    c, (ny, _), (th, tw), ce = plan.conv, plan.grid, plan.tiles, plan.croutons_e
+    (ny, _), (th, tw), ce = plan.grid, plan.tiles, plan.croutons_e
     first, count = plan.group_croutons(groups[0])
     vectors = (CH * (count - 1) + plan.crouton_channels(first + count - 1)) // 2
     block = vectors * len(groups) * VECTOR_BYTES
