@@ -69,3 +69,26 @@ def test_write_convert_matches_its_twin():
     state.cvt[:] = rng.integers(0, 1 << 20, (32, 32))
     want = D.layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
     assert (D.write_convert(state) == want).all()
+
+
+def test_weights_decoded_once_are_decoded_again_when_they_change():
+    m, vtcm, plan = planned(MULTIPLIES["weight deep"])
+    wgt_bytes = plan.given * 128
+
+    def check():
+        m.state.acc[:] = 0
+        D.multiply(vtcm, m.state, plan, [0, 1], m.acc_format, m.acc_round_group, m.buffers)
+        for index, wgt in zip([0, 1], D.wgt_matrices(vtcm, plan)):
+            want = np.zeros((32, 32), dtype=np.uint64)
+            N.multiply_twin(D.act_matrix(vtcm, plan), wgt, want, plan.negate,
+                            m.state.usr >> 20 & 1, *m.acc_format, m.acc_round_group)
+            assert (m.buffers.acc[index] == want).all()
+    check()
+    check()  # the same weights again
+    vtcm.write(0x10000 + 64, np.float16([1e4, -3.0]))  # one weight of each group changes
+    vtcm.write(0x10000 + wgt_bytes // 2 + 64, np.float16([7.0]))
+    check()
+    vtcm.write(0x10000, np.uint16([0x7C00]))  # with USR[20] = 0: 2^16, a finite value
+    check()
+    m.state.usr = 1 << 20  # the same bits, now +Inf
+    check()

@@ -25,12 +25,21 @@ MAX_CHANNELS = 32 * 32  # an activation of 32 croutons (dC <= 31, 4.2.1)
 
 
 class MpyBuffers:
-    """Scratch for the multiply: the operands as FP16 bits and the accumulator results."""
+    """Scratch for the multiply: the operands as FP16 bits, the accumulator results, and the
+    last decoded weights of each of the (up to two) filter groups, with the bits and the
+    parameters they were decoded from (``key``: channels, negate, USR[20], rounding group; -1
+    when empty): convolution and GEMM tiles reuse their weights, and decoding is a pure
+    function of these."""
 
     def __init__(self):
         self.act = np.empty((MAX_CHANNELS, CELLS), dtype=np.uint16)
         self.wgt = np.empty((2 * MAX_CHANNELS, CELLS), dtype=np.uint16)
         self.acc = np.empty((2, CELLS, CELLS), dtype=np.uint64)
+        self.seen = np.empty((2, MAX_CHANNELS, CELLS), dtype=np.uint16)
+        self.key = np.full((2, 4), -1, dtype=np.int64)
+        self.values = np.empty((2, MAX_CHANNELS, CELLS))
+        self.ratio = np.empty((2, CELLS, MAX_CHANNELS))
+        self.special = np.zeros((2, CELLS), dtype=np.bool_)
 
 
 def operands(croutons: list, rows, wgt_addr: int, base: int) -> tuple:
@@ -47,12 +56,15 @@ def operands(croutons: list, rows, wgt_addr: int, base: int) -> tuple:
 def multiply(vtcm, state, plan, targets: list, acc_format: tuple, group: int,
              buffers: MpyBuffers) -> None:
     """The multiply of ``plan`` (``machine.MpyPlan``) into accumulators ``targets`` (the
-    primary, then the other for weight deep): new accumulators in ``buffers.acc[target]``."""
+    primary, then the other for weight deep): new accumulators in ``buffers.acc[target]``.
+    The accumulator is a resource every multiply into it reads and writes, so the next one
+    starts only once this one's results are committed: one buffer per accumulator is enough."""
     starts, lo, hi, rows, wgt_start = plan.operands
+    b = buffers
     multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
-                  plan.needed, plan.deep_weights, state.acc, targets[0], buffers.acc,
-                  plan.negate, state.usr >> 20 & 1, acc_format[0], acc_format[1], group,
-                  buffers.act, buffers.wgt)
+                  plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
+                  state.usr >> 20 & 1, acc_format[0], acc_format[1], group, b.act, b.wgt,
+                  b.seen, b.key, b.values, b.ratio, b.special)
 
 
 @jit
@@ -91,17 +103,38 @@ def gather_wgt(mem, start, given, needed, out):
 
 @jit
 def multiply_vtcm(mem, starts, lo, hi, rows, wgt_start, given, needed, deep, acc, primary, out,
-                  negate, infnan, ebits, mbits, group, act_buf, wgt_buf):
+                  negate, infnan, ebits, mbits, group, act_buf, wgt_buf, seen, key, values,
+                  ratio, special):
     """Gather the operands and multiply into ``out[primary]`` (and ``out[1 - primary]`` with
-    the second filter group when ``deep``), from ``acc``."""
+    the second filter group when ``deep``), from ``acc``; the weights decoded unless they are
+    the ones last decoded (``MpyBuffers``)."""
     k = gather_act(mem, starts, lo, hi, rows, act_buf)
     gather_wgt(mem, wgt_start, given, needed, wgt_buf)
-    act = act_buf[:k]
-    numerics.multiply_into(act, wgt_buf[:k], acc[primary], out[primary], negate, infnan, ebits,
-                           mbits, group)
-    if deep:
-        numerics.multiply_into(act, wgt_buf[k:2 * k], acc[1 - primary], out[1 - primary],
-                               negate, infnan, ebits, mbits, group)
+    chunks = -(-k // (k if group <= 0 else group))
+    for i in range(2 if deep else 1):
+        wgt = wgt_buf[i * k:(i + 1) * k]
+        if not _seen(seen[i], key[i], wgt, negate, infnan, group):
+            numerics.weight_floats(wgt, negate, infnan, group, values[i, :k],
+                                   ratio[i, :, :chunks], special[i])
+            seen[i, :k] = wgt
+            key[i, 0], key[i, 1], key[i, 2], key[i, 3] = k, negate, infnan, group
+        target = primary if i == 0 else 1 - primary
+        numerics.multiply_floats(act_buf[:k], wgt, values[i, :k], ratio[i, :, :chunks],
+                                 special[i], acc[target], out[target], negate, infnan, ebits,
+                                 mbits, group)
+
+
+@jit
+def _seen(seen, key, wgt, negate, infnan, group):
+    """These weights and parameters are the ones decoded last."""
+    k = wgt.shape[0]
+    if key[0] != k or key[1] != negate or key[2] != infnan or key[3] != group:
+        return False
+    for j in range(k):
+        for o in range(CELLS):
+            if seen[j, o] != wgt[j, o]:
+                return False
+    return True
 
 
 def write_convert(state) -> np.ndarray:

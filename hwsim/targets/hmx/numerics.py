@@ -282,15 +282,35 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     order is exact. A row where that fails for some cell is split in two, and the weights too
     if that is not enough (``_split_row``); what still fails is summed in integer limbs.
     """
+    n, cols = wgt.shape
+    chunks = -(-n // (n if group <= 0 else group))
+    values_w, ratio_w = np.empty((n, cols)), np.empty((cols, chunks))
+    special_w = np.zeros(cols, dtype=np.bool_)
+    weight_floats(wgt, negate, infnan, group, values_w, ratio_w, special_w)
+    multiply_floats(act, wgt, values_w, ratio_w, special_w, acc, out, negate, infnan, ebits,
+                    mbits, group)
+
+
+@jit
+def weight_floats(wgt, negate, infnan, group, values, ratio, special):
+    """The weights' float64 values, exactness ratios per chunk and Inf/NaN columns, as
+    ``multiply_floats`` takes them (``exact64.fp16_floats``)."""
+    special[:] = False
+    fp16_floats(wgt, negate, infnan, wgt.shape[0] if group <= 0 else group, values, ratio,
+                special)
+
+
+@jit
+def multiply_floats(act, wgt, values_w, ratio_w, special_w, acc, out, negate, infnan, ebits,
+                    mbits, group):
+    """``multiply_into`` with the weights already decoded (``weight_floats``)."""
     n, rows = act.shape
     cols = wgt.shape[1]
     step = n if group <= 0 else group
     chunks = -(-n // step)
-    values_a, values_w = np.empty((n, rows)), np.empty((n, cols))
-    ratio_a, ratio_w = np.empty((rows, chunks)), np.empty((cols, chunks))
-    special_a, special_w = np.zeros(rows, dtype=np.bool_), np.zeros(cols, dtype=np.bool_)
+    values_a, ratio_a = np.empty((n, rows)), np.empty((rows, chunks))
+    special_a = np.zeros(rows, dtype=np.bool_)
     fp16_floats(act, 0, infnan, step, values_a, ratio_a, special_a)
-    fp16_floats(wgt, negate, infnan, step, values_w, ratio_w, special_w)
     widest = np.zeros(chunks)
     for o in range(cols):
         for c in range(chunks):
@@ -309,13 +329,14 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
         split(values_a[:, s], step, a_pieces[0], a_pieces[1], ratio_ap[0], ratio_ap[1])
         if _passes(ratio_ap[0], widest) and _passes(ratio_ap[1], widest):
             _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap,
-                       values_w.reshape(1, n, cols), ratio_w.reshape(1, cols, chunks),
-                       special_a[s], special_w, negate, infnan, ebits, mbits, step)
+                       np.ascontiguousarray(values_w).reshape(1, n, cols),
+                       np.ascontiguousarray(ratio_w).reshape(1, cols, chunks), special_a[s],
+                       special_w, negate, infnan, ebits, mbits, step)
             continue
         if not w_split:
             for o in range(cols):
                 split(values_w[:, o], step, w_pieces[0, :, o], w_pieces[1, :, o],
-                       ratio_wp[0, o], ratio_wp[1, o])
+                      ratio_wp[0, o], ratio_wp[1, o])
             w_split = True
         _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_a[s],
                    special_w, negate, infnan, ebits, mbits, step)
