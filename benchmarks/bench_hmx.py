@@ -10,8 +10,9 @@
 * ``mpy_macs_per_s``: the exact multiply kernel alone, one crouton (k = 32) and 32 croutons deep
   (k = 1024) into a 32 x 32 accumulator, on standard normal FP16 data (at k = 1024 wide enough
   that many sums need split operands); ``mpy_vtcm_macs_per_s``: the machine's multiply
-  datapath (operands gathered from VTCM) on the GEMM benchmark's data; ``cvt_cells_per_s``: the
-  convert kernel alone;
+  datapath (operands gathered from VTCM) on the GEMM benchmark's data, the same weights each
+  time as for the tiles of one filter group (decoded once); ``cvt_cells_per_s``: the convert
+  kernel alone;
 * ``hvx_pack_act_bytes_per_s``, ``hvx_unpack_act_bytes_per_s``: the crouton layout kernels;
   ``hvx_add_elements_per_s``: the FP16 elementwise add.
 
@@ -115,7 +116,8 @@ def kernel_rates() -> dict:
 
 def vtcm_multiply_rate(rng, k: int) -> float:
     """The machine's multiply datapath (operands gathered from VTCM croutons and weight
-    vectors, results into the buffers) on GEMM-like data (bench_gemm's scales), MAC/s."""
+    vectors, results into the buffers) on GEMM-like data (bench_gemm's scales), MAC/s; the
+    weights are the same each time, as for the tiles of one filter group."""
     m = hwsim.machine("hmx")
     vtcm = m.memory("vtcm")
     croutons = k // 32
