@@ -70,16 +70,16 @@ class Copy:
 
 @numba.njit(cache=True, nogil=True)
 def _gather(data, start, stride, rows, row_bytes, out):
-    for i in range(rows):
-        out[i * row_bytes:(i + 1) * row_bytes] = data[start + i * stride:
-                                                      start + i * stride + row_bytes]
+    for i in range(rows):  # loops, not slice assignments: their shape checks cost compiling
+        for j in range(row_bytes):
+            out[i * row_bytes + j] = data[start + i * stride + j]
 
 
 @numba.njit(cache=True, nogil=True)
 def _scatter(data, start, stride, rows, row_bytes, src):
     for i in range(rows):
-        data[start + i * stride:start + i * stride + row_bytes] = src[i * row_bytes:
-                                                                      (i + 1) * row_bytes]
+        for j in range(row_bytes):
+            data[start + i * stride + j] = src[i * row_bytes + j]
 
 
 class Dma:

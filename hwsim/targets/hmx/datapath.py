@@ -38,8 +38,9 @@ class MpyBuffers:
         self.seen = np.empty((2, MAX_CHANNELS, CELLS), dtype=np.uint16)
         self.key = np.full((2, 4), -1, dtype=np.int64)
         self.values = np.empty((2, MAX_CHANNELS, CELLS))
-        self.ratio = np.empty((2, CELLS, MAX_CHANNELS))
+        self.ratio = np.empty((2, CELLS * MAX_CHANNELS))  # [filter, chunk] each
         self.special = np.zeros((2, CELLS), dtype=np.bool_)
+        self.pending = np.zeros((2, CELLS, CELLS), dtype=np.bool_)  # cells left to the rest
 
 
 def operands(croutons: list, rows, wgt_addr: int, base: int) -> tuple:
@@ -60,11 +61,16 @@ def multiply(vtcm, state, plan, targets: list, acc_format: tuple, group: int,
     The accumulator is a resource every multiply into it reads and writes, so the next one
     starts only once this one's results are committed: one buffer per accumulator is enough."""
     starts, lo, hi, rows, wgt_start = plan.operands
-    b = buffers
-    multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
-                  plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
-                  state.usr >> 20 & 1, acc_format[0], acc_format[1], group, b.act, b.wgt,
-                  b.seen, b.key, b.values, b.ratio, b.special)
+    b, infnan, k = buffers, state.usr >> 20 & 1, plan.channels
+    if multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
+                     plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
+                     infnan, acc_format[0], acc_format[1], group, b.act, b.wgt, b.seen, b.key,
+                     b.values, b.ratio, b.special, b.pending):
+        for i, target in enumerate(targets):  # the unusual cells, by a kernel compiled on demand
+            if b.pending[i].any():
+                numerics.multiply_rest(b.act[:k], b.wgt[i * k:(i + 1) * k], state.acc[target],
+                                       b.acc[target], plan.negate, infnan, *acc_format, group,
+                                       b.pending[i])
 
 
 @jit
@@ -104,24 +110,30 @@ def gather_wgt(mem, start, given, needed, out):
 @jit
 def multiply_vtcm(mem, starts, lo, hi, rows, wgt_start, given, needed, deep, acc, primary, out,
                   negate, infnan, ebits, mbits, group, act_buf, wgt_buf, seen, key, values,
-                  ratio, special):
+                  ratio, special, pending):
     """Gather the operands and multiply into ``out[primary]`` (and ``out[1 - primary]`` with
-    the second filter group when ``deep``), from ``acc``; the weights decoded unless they are
+    the second filter group when ``deep``), from ``acc``, by ``numerics.multiply_floats``: the
+    number of cells it leaves (marked in ``pending``). The weights are decoded unless they are
     the ones last decoded (``MpyBuffers``)."""
     k = gather_act(mem, starts, lo, hi, rows, act_buf)
     gather_wgt(mem, wgt_start, given, needed, wgt_buf)
     chunks = -(-k // (k if group <= 0 else group))
+    waiting = 0
     for i in range(2 if deep else 1):
         wgt = wgt_buf[i * k:(i + 1) * k]
-        if not _seen(seen[i], key[i], wgt, negate, infnan, group):
-            numerics.weight_floats(wgt, negate, infnan, group, values[i, :k],
-                                   ratio[i, :, :chunks], special[i])
-            seen[i, :k] = wgt
+        ratio_w = ratio[i, :CELLS * chunks].reshape(CELLS, chunks)  # C-contiguous views: the
+        if not _seen(seen[i], key[i], wgt, negate, infnan, group):  # kernels compile once
+            numerics.weight_floats(wgt, negate, infnan, group, values[i, :k], ratio_w,
+                                   special[i])
+            for j in range(k):  # loops, not array assignments (their checks cost compiling)
+                for o in range(CELLS):
+                    seen[i, j, o] = wgt[j, o]
             key[i, 0], key[i, 1], key[i, 2], key[i, 3] = k, negate, infnan, group
         target = primary if i == 0 else 1 - primary
-        numerics.multiply_floats(act_buf[:k], wgt, values[i, :k], ratio[i, :, :chunks],
-                                 special[i], acc[target], out[target], negate, infnan, ebits,
-                                 mbits, group)
+        waiting += numerics.multiply_floats(act_buf[:k], values[i, :k], ratio_w, special[i],
+                                            acc[target], out[target], infnan, ebits, mbits,
+                                            group, pending[i])
+    return waiting
 
 
 @jit

@@ -106,7 +106,8 @@ def row_sums(a, values_w, step, sums):
             if a[k] != 0.0:
                 for o in range(cols):
                     row[o] += a[k] * values_w[k, o]
-        sums[c] = row
+        for o in range(cols):  # loops, not array assignments: their shape checks cost compiling
+            sums[c, o] = row[o]
 
 
 @jit
@@ -121,14 +122,15 @@ def block_sums(values_a, values_w, s0, step, sums):
         t[:] = 0.0
         for k in range(c * step, min(n, (c + 1) * step)):
             a0, a1, a2, a3 = values_a[k, s0], values_a[k, s1], values_a[k, s2], values_a[k, s3]
-            if a0 != 0.0 or a1 != 0.0 or a2 != 0.0 or a3 != 0.0:
-                for o in range(cols):
-                    w = values_w[k, o]
-                    t[0, o] += a0 * w
-                    t[1, o] += a1 * w
-                    t[2, o] += a2 * w
-                    t[3, o] += a3 * w
-        sums[:, c] = t
+            for o in range(cols):
+                w = values_w[k, o]
+                t[0, o] += a0 * w
+                t[1, o] += a1 * w
+                t[2, o] += a2 * w
+                t[3, o] += a3 * w
+        for i in range(4):
+            for o in range(cols):
+                sums[i, c, o] = t[i, o]
 
 
 @jit

@@ -45,14 +45,15 @@ def fp16_binary(a, b, out, mul):
     operands with a normal result: the float64 sum or product, which is exact (at most 52
     bits), rounded once (``round_two_sum``); the rest by exact integers."""
     for i in range(a.size):
-        ok_a, x = finite_value(a[i], EXP, M_FP16)
-        ok_b, y = finite_value(b[i], EXP, M_FP16)
+        e5, m16 = np.int64(EXP), np.int64(M_FP16)  # typed, not literal: one specialisation
+        ok_a, x = finite_value(np.int64(a[i]), e5, m16)
+        ok_b, y = finite_value(np.int64(b[i]), e5, m16)
         if ok_a and ok_b:
             v = x * y if mul else x + y
             if v == 0.0:
                 out[i] = 0x8000 if math.copysign(1.0, v) < 0.0 else 0
                 continue
-            ok, bits, _ = round_two_sum(v, 0.0, EXP, M_FP16, 30)
+            ok, bits, _ = round_two_sum(v, 0.0, e5, m16, np.int64(30))
             if ok:
                 out[i] = bits
                 continue

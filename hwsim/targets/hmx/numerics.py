@@ -242,7 +242,7 @@ def _add_sum(cur, total, ebits, mbits):
     """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once: by
     ``two_sum`` and ``round_two_sum`` when the result is normal (or zero), else
     ``_add_sum_exact``."""
-    ok, x = finite_value(cur, ebits, mbits)
+    ok, x = finite_value(np.int64(cur), ebits, mbits)
     if ok:
         s, err = two_sum(x, total)
         if s == 0.0:
@@ -267,7 +267,6 @@ def _add_sum_exact(cur, total, ebits, mbits):
     return round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]
 
 
-@jit
 def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     """``out[s, o] = acc[s, o] + sum_k act[k, s] * wgt[k, o]`` with the rounding described
     above (``out`` may be ``acc``).
@@ -276,19 +275,18 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     the accumulator's 37-bit cells (uint64, spatial by filter); ``negate``: use -W (Table 2);
     ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
 
-    A chunk's exact sum is a float64 dot product where that is exact: every product is a
-    multiple of ``U`` = (the smallest lsb of the act row) * (of the weight column), every partial
-    sum is at most ``|a| |w|`` (Cauchy-Schwarz), so below ``2^53 U`` any float64 summation
-    order is exact. A row where that fails for some cell is split in two, and the weights too
-    if that is not enough (``_split_row``); what still fails is summed in integer limbs.
+    Two kernels: ``multiply_floats`` does the usual cells in float64 and marks the others,
+    ``multiply_rest`` does those (and is compiled only when first needed).
     """
     n, cols = wgt.shape
     chunks = -(-n // (n if group <= 0 else group))
     values_w, ratio_w = np.empty((n, cols)), np.empty((cols, chunks))
     special_w = np.zeros(cols, dtype=np.bool_)
+    pending = np.zeros((act.shape[1], cols), dtype=np.bool_)
     weight_floats(wgt, negate, infnan, group, values_w, ratio_w, special_w)
-    multiply_floats(act, wgt, values_w, ratio_w, special_w, acc, out, negate, infnan, ebits,
-                    mbits, group)
+    if multiply_floats(act, values_w, ratio_w, special_w, acc, out, infnan, ebits, mbits, group,
+                       pending):
+        multiply_rest(act, wgt, acc, out, negate, infnan, ebits, mbits, group, pending)
 
 
 @jit
@@ -301,37 +299,86 @@ def weight_floats(wgt, negate, infnan, group, values, ratio, special):
 
 
 @jit
-def multiply_floats(act, wgt, values_w, ratio_w, special_w, acc, out, negate, infnan, ebits,
-                    mbits, group):
-    """``multiply_into`` with the weights already decoded (``weight_floats``)."""
+def multiply_floats(act, values_w, ratio_w, special_w, acc, out, infnan, ebits, mbits, group,
+                    pending):
+    """The usual cells of ``multiply_into`` (weights decoded by ``weight_floats``): each
+    chunk's sum a float64 dot product known exact, added to the accumulator with one rounding
+    (``two_sum``, ``round_two_sum``). A chunk's sum is exact when every product is a multiple
+    of ``U`` = (the smallest lsb of the act row) * (of the weight column) and ``|a| |w| <
+    2^53 U`` (Cauchy-Schwarz bounds every partial sum), whatever the order. The other cells
+    (operands too wide, Inf or NaN, results not normal) are left to ``multiply_rest``: marked
+    in ``pending``, and counted in the result."""
     n, rows = act.shape
-    cols = wgt.shape[1]
+    cols = values_w.shape[1]
     step = n if group <= 0 else group
     chunks = -(-n // step)
     values_a, ratio_a = np.empty((n, rows)), np.empty((rows, chunks))
     special_a = np.zeros(rows, dtype=np.bool_)
-    fp16_floats(act, 0, infnan, step, values_a, ratio_a, special_a)
+    fp16_floats(act, np.int64(0), infnan, step, values_a, ratio_a, special_a)
+    widest = np.zeros(chunks)
+    for o in range(cols):
+        for c in range(chunks):
+            widest[c] = max(widest[c], ratio_w[o, c])
+    sums = np.empty((4, chunks, cols))
+    waiting = 0
+    top = (1 << ebits) - 2
+    for s in range(rows):
+        if s % 4 == 0:
+            block_sums(values_a, values_w, s, step, sums)
+        usual = not special_a[s] and _passes(ratio_a[s], widest)
+        for o in range(cols):
+            ok, cur = usual and not special_w[o], acc[s, o]
+            for c in range(chunks):
+                if ok:
+                    ok, x = finite_value(np.int64(cur), ebits, mbits)
+                    total, err = two_sum(x, sums[s % 4, c, o])
+                    if ok and total == 0.0:
+                        cur = np.uint64(0)
+                    elif ok:
+                        ok, cur, _ = round_two_sum(total, err, ebits, mbits, top)
+            pending[s, o] = not ok
+            if ok:
+                out[s, o] = cur
+            else:
+                waiting += 1
+    return waiting
+
+
+@jit
+def multiply_rest(act, wgt, acc, out, negate, infnan, ebits, mbits, group, pending):
+    """The ``pending`` cells of ``multiply_floats``, exactly: Inf/NaN by their class, rows too
+    wide for one float64 sum split in two (and the weights too if that is not enough,
+    ``_split_row``), the rest, and what the splits leave, in integer limbs."""
+    n, rows = act.shape
+    cols = wgt.shape[1]
+    step = n if group <= 0 else group
+    chunks = -(-n // step)
+    values_a, values_w = np.empty((n, rows)), np.empty((n, cols))
+    ratio_a, ratio_w = np.empty((rows, chunks)), np.empty((cols, chunks))
+    special_a, special_w = np.zeros(rows, dtype=np.bool_), np.zeros(cols, dtype=np.bool_)
+    fp16_floats(act, np.int64(0), infnan, step, values_a, ratio_a, special_a)
+    fp16_floats(wgt, negate, infnan, step, values_w, ratio_w, special_w)
     widest = np.zeros(chunks)
     for o in range(cols):
         for c in range(chunks):
             widest[c] = max(widest[c], ratio_w[o, c])
     w_pieces, ratio_wp = np.empty((2, n, cols)), np.empty((2, cols, chunks))
     w_split = False
-    sums = np.empty((4, chunks, cols))
+    sums = np.empty((chunks, cols))
     for s in range(rows):
-        if s % 4 == 0:
-            block_sums(values_a, values_w, s, step, sums)
+        if not pending[s].any():
+            continue
         if _passes(ratio_a[s], widest):
-            _add_sums(act, wgt, acc, out, s, sums[s % 4], special_a[s], special_w, negate,
-                      infnan, ebits, mbits)
+            row_sums(values_a[:, s].copy(), values_w, step, sums)
+            _add_sums(act, wgt, acc, out, s, sums, special_a[s], special_w, negate, infnan,
+                      ebits, mbits, pending[s])
             continue
         a_pieces, ratio_ap = np.empty((2, n)), np.empty((2, chunks))
         split(values_a[:, s], step, a_pieces[0], a_pieces[1], ratio_ap[0], ratio_ap[1])
         if _passes(ratio_ap[0], widest) and _passes(ratio_ap[1], widest):
-            _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap,
-                       np.ascontiguousarray(values_w).reshape(1, n, cols),
-                       np.ascontiguousarray(ratio_w).reshape(1, cols, chunks), special_a[s],
-                       special_w, negate, infnan, ebits, mbits, step)
+            _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, values_w.reshape(1, n, cols),
+                       ratio_w.reshape(1, cols, chunks), special_a[s], special_w, negate,
+                       infnan, ebits, mbits, step, pending[s])
             continue
         if not w_split:
             for o in range(cols):
@@ -339,7 +386,7 @@ def multiply_floats(act, wgt, values_w, ratio_w, special_w, acc, out, negate, in
                       ratio_wp[0, o], ratio_wp[1, o])
             w_split = True
         _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_a[s],
-                   special_w, negate, infnan, ebits, mbits, step)
+                   special_w, negate, infnan, ebits, mbits, step, pending[s])
 
 
 @jit
@@ -352,9 +399,12 @@ def _passes(ratio_row, widest):
 
 
 @jit
-def _add_sums(act, wgt, acc, out, s, sums, special_s, special_w, negate, infnan, ebits, mbits):
-    """Row ``s`` of ``multiply_into`` from its exact float64 chunk sums."""
+def _add_sums(act, wgt, acc, out, s, sums, special_s, special_w, negate, infnan, ebits, mbits,
+              cells):
+    """The ``cells`` of row ``s`` of ``multiply_into`` from its exact float64 chunk sums."""
     for o in range(sums.shape[1]):
+        if not cells[o]:
+            continue
         cur = acc[s, o]
         if special_s or special_w[o] or _is_special(cur, ebits, mbits):
             out[s, o] = _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits)
@@ -368,9 +418,10 @@ def _add_sums(act, wgt, acc, out, s, sums, special_s, special_w, negate, infnan,
 
 @jit
 def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_s,
-               special_w, negate, infnan, ebits, mbits, step):
-    """Row ``s`` of ``multiply_into`` from the float64 sums of each act piece with each weight
-    piece, where all are known exact, added in integer limbs; else ``_add_exact``."""
+               special_w, negate, infnan, ebits, mbits, step, cells):
+    """The ``cells`` of row ``s`` of ``multiply_into`` from the float64 sums of each act piece
+    with each weight piece, where all are known exact, added in integer limbs; else
+    ``_add_exact``."""
     n, cols = w_pieces.shape[1], w_pieces.shape[2]
     chunks = ratio_ap.shape[1]
     parts = np.empty((2, w_pieces.shape[0], chunks, cols))
@@ -379,6 +430,8 @@ def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, sp
             row_sums(a_pieces[i], w_pieces[j], step, parts[i, j])
     limbs = np.zeros(LIMBS, dtype=np.int64)
     for o in range(cols):
+        if not cells[o]:
+            continue
         cur = acc[s, o]
         if special_s or special_w[o] or _is_special(cur, ebits, mbits):
             out[s, o] = _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits)
@@ -458,7 +511,6 @@ def _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits):
     return (np.uint64(sign) << np.uint64(ebits + mbits)) | np.uint64(((1 << ebits) - 1) << mbits)
 
 
-@jit
 def multiply(act, wgt, acc, negate, infnan, ebits, mbits, group):
     """``multiply_into`` in place: ``acc[s, o] += sum_k act[k, s] * wgt[k, o]``."""
     multiply_into(act, wgt, acc, acc, negate, infnan, ebits, mbits, group)
@@ -625,10 +677,11 @@ def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out,
     normal, and a result that is zero or normal below the top binade. ``t`` and the
     result are each one ``two_sum`` rounded once (``round_two_sum``); ``s * X`` is exact
     (15 x 30 bits); IEEE signed zeros give Table 5's and the sums' zero signs."""
-    ok, x = finite_value(acc_bits, ebits, mbits)
-    ok_b, b = finite_value(in_bias, EXP, M_IN_BIAS)
-    ok_s, sc = finite_value(scale, EXP, M_CVT)
-    ok_o, ob = finite_value(out_bias, EXP, M_CVT)
+    e5, m_cvt = np.int64(EXP), np.int64(M_CVT)  # typed, not literal: one specialisation
+    ok, x = finite_value(np.int64(acc_bits), ebits, mbits)
+    ok_b, b = finite_value(np.int64(in_bias), e5, np.int64(M_IN_BIAS))
+    ok_s, sc = finite_value(np.int64(scale), e5, m_cvt)
+    ok_o, ob = finite_value(np.int64(out_bias), e5, m_cvt)
     if not (ok and ok_b and ok_s and ok_o):
         return False, np.int64(0)
     t = x
@@ -651,7 +704,7 @@ def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out,
     if s == 0.0:
         return True, np.int64(1 << (EXP + m_out)) if math.copysign(1.0, s) < 0.0 else \
             np.int64(0)
-    ok, y, _ = round_two_sum(s, err, EXP, m_out, 30 if usr20 else 29)
+    ok, y, _ = round_two_sum(s, err, e5, np.int64(m_out), np.int64(30 if usr20 else 29))
     return ok, np.int64(y)
 
 
