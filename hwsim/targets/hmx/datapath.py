@@ -35,6 +35,9 @@ class MpyBuffers:
         self.act = np.empty((MAX_CHANNELS, CELLS), dtype=np.uint16)
         self.wgt = np.empty((2 * MAX_CHANNELS, CELLS), dtype=np.uint16)
         self.acc = np.empty((2, CELLS, CELLS), dtype=np.uint64)
+        self.act_values = np.empty((MAX_CHANNELS, CELLS))
+        self.act_ratio = np.empty(CELLS * MAX_CHANNELS)  # [spatial, chunk]
+        self.act_special = np.zeros(CELLS, dtype=np.bool_)
         self.seen = np.empty((2, MAX_CHANNELS, CELLS), dtype=np.uint16)
         self.key = np.full((2, 4), -1, dtype=np.int64)
         self.values = np.empty((2, MAX_CHANNELS, CELLS))
@@ -64,11 +67,17 @@ def multiply(vtcm, state, plan, targets: list, acc_format: tuple, group: int,
     b, infnan, k = buffers, state.usr >> 20 & 1, plan.channels
     if multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
                      plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
-                     infnan, acc_format[0], acc_format[1], group, b.act, b.wgt, b.seen, b.key,
-                     b.values, b.ratio, b.special, b.pending):
+                     infnan, acc_format[0], acc_format[1], group, b.act, b.wgt, b.act_values,
+                     b.act_ratio, b.act_special, b.seen, b.key, b.values, b.ratio, b.special,
+                     b.pending):
+        chunks = -(-k // (k if group <= 0 else group))
+        floats_a = b.act_values[:k], b.act_ratio[:CELLS * chunks].reshape(CELLS, chunks), \
+            b.act_special
         for i, target in enumerate(targets):  # the unusual cells, by a kernel compiled on demand
             if b.pending[i].any():
-                numerics.multiply_rest(b.act[:k], b.wgt[i * k:(i + 1) * k], state.acc[target],
+                numerics.multiply_rest(b.act[:k], b.wgt[i * k:(i + 1) * k], *floats_a,
+                                       b.values[i, :k], b.ratio[i, :CELLS * chunks].reshape(
+                                           CELLS, chunks), b.special[i], state.acc[target],
                                        b.acc[target], plan.negate, infnan, *acc_format, group,
                                        b.pending[i])
 
@@ -109,30 +118,33 @@ def gather_wgt(mem, start, given, needed, out):
 
 @jit
 def multiply_vtcm(mem, starts, lo, hi, rows, wgt_start, given, needed, deep, acc, primary, out,
-                  negate, infnan, ebits, mbits, group, act_buf, wgt_buf, seen, key, values,
-                  ratio, special, pending):
-    """Gather the operands and multiply into ``out[primary]`` (and ``out[1 - primary]`` with
-    the second filter group when ``deep``), from ``acc``, by ``numerics.multiply_floats``: the
-    number of cells it leaves (marked in ``pending``). The weights are decoded unless they are
-    the ones last decoded (``MpyBuffers``)."""
+                  negate, infnan, ebits, mbits, group, act_buf, wgt_buf, act_values, act_ratio,
+                  act_special, seen, key, values, ratio, special, pending):
+    """Gather and decode the operands and multiply into ``out[primary]`` (and ``out[1 -
+    primary]`` with the second filter group when ``deep``), from ``acc``, by
+    ``numerics.multiply_floats``: the number of cells it leaves (marked in ``pending``). The
+    weights are decoded unless they are the ones last decoded (``MpyBuffers``)."""
     k = gather_act(mem, starts, lo, hi, rows, act_buf)
     gather_wgt(mem, wgt_start, given, needed, wgt_buf)
     chunks = -(-k // (k if group <= 0 else group))
+    ratio_a = act_ratio[:CELLS * chunks].reshape(CELLS, chunks)  # C-contiguous views: the
+    numerics.operand_floats(act_buf[:k], np.int64(0), infnan, group, act_values[:k], ratio_a,
+                            act_special)  # kernels compile once
     waiting = 0
     for i in range(2 if deep else 1):
         wgt = wgt_buf[i * k:(i + 1) * k]
-        ratio_w = ratio[i, :CELLS * chunks].reshape(CELLS, chunks)  # C-contiguous views: the
-        if not _seen(seen[i], key[i], wgt, negate, infnan, group):  # kernels compile once
-            numerics.weight_floats(wgt, negate, infnan, group, values[i, :k], ratio_w,
-                                   special[i])
+        ratio_w = ratio[i, :CELLS * chunks].reshape(CELLS, chunks)
+        if not _seen(seen[i], key[i], wgt, negate, infnan, group):
+            numerics.operand_floats(wgt, negate, infnan, group, values[i, :k], ratio_w,
+                                    special[i])
             for j in range(k):  # loops, not array assignments (their checks cost compiling)
                 for o in range(CELLS):
                     seen[i, j, o] = wgt[j, o]
             key[i, 0], key[i, 1], key[i, 2], key[i, 3] = k, negate, infnan, group
         target = primary if i == 0 else 1 - primary
-        waiting += numerics.multiply_floats(act_buf[:k], values[i, :k], ratio_w, special[i],
-                                            acc[target], out[target], infnan, ebits, mbits,
-                                            group, pending[i])
+        waiting += numerics.multiply_floats(act_values[:k], ratio_a, act_special,
+                                            values[i, :k], ratio_w, special[i], acc[target],
+                                            out[target], ebits, mbits, group, pending[i])
     return waiting
 
 

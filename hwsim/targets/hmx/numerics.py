@@ -275,50 +275,47 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
     the accumulator's 37-bit cells (uint64, spatial by filter); ``negate``: use -W (Table 2);
     ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
 
-    Two kernels: ``multiply_floats`` does the usual cells in float64 and marks the others,
-    ``multiply_rest`` does those (and is compiled only when first needed).
+    The operands decoded to float64 (``operand_floats``), then two kernels: ``multiply_floats``
+    does the usual cells and marks the others, ``multiply_rest`` does those (it is compiled
+    only when first needed).
     """
-    n, cols = wgt.shape
+    (n, rows), cols = act.shape, wgt.shape[1]
     chunks = -(-n // (n if group <= 0 else group))
-    values_w, ratio_w = np.empty((n, cols)), np.empty((cols, chunks))
-    special_w = np.zeros(cols, dtype=np.bool_)
-    pending = np.zeros((act.shape[1], cols), dtype=np.bool_)
-    weight_floats(wgt, negate, infnan, group, values_w, ratio_w, special_w)
-    if multiply_floats(act, values_w, ratio_w, special_w, acc, out, infnan, ebits, mbits, group,
-                       pending):
-        multiply_rest(act, wgt, acc, out, negate, infnan, ebits, mbits, group, pending)
+    floats = []
+    for bits, neg in ((act, 0), (wgt, negate)):
+        values, ratio = np.empty(bits.shape), np.empty((bits.shape[1], chunks))
+        special = np.zeros(bits.shape[1], dtype=np.bool_)
+        operand_floats(bits, neg, infnan, group, values, ratio, special)
+        floats += [values, ratio, special]
+    pending = np.zeros((rows, cols), dtype=np.bool_)
+    if multiply_floats(*floats, acc, out, ebits, mbits, group, pending):
+        multiply_rest(act, wgt, *floats, acc, out, negate, infnan, ebits, mbits, group, pending)
 
 
 @jit
-def weight_floats(wgt, negate, infnan, group, values, ratio, special):
-    """The weights' float64 values, exactness ratios per chunk and Inf/NaN columns, as
-    ``multiply_floats`` takes them (``exact64.fp16_floats``)."""
+def operand_floats(bits, negate, infnan, group, values, ratio, special):
+    """An operand's float64 values, exactness ratios per chunk and Inf/NaN columns, as
+    ``multiply_floats`` takes them (``exact64.fp16_floats``; act: ``negate`` 0)."""
     special[:] = False
-    fp16_floats(wgt, negate, infnan, wgt.shape[0] if group <= 0 else group, values, ratio,
+    fp16_floats(bits, negate, infnan, bits.shape[0] if group <= 0 else group, values, ratio,
                 special)
 
 
 @jit
-def multiply_floats(act, values_w, ratio_w, special_w, acc, out, infnan, ebits, mbits, group,
-                    pending):
-    """The usual cells of ``multiply_into`` (weights decoded by ``weight_floats``): each
-    chunk's sum a float64 dot product known exact, added to the accumulator with one rounding
-    (``two_sum``, ``round_two_sum``). A chunk's sum is exact when every product is a multiple
-    of ``U`` = (the smallest lsb of the act row) * (of the weight column) and ``|a| |w| <
-    2^53 U`` (Cauchy-Schwarz bounds every partial sum), whatever the order. The other cells
-    (operands too wide, Inf or NaN, results not normal) are left to ``multiply_rest``: marked
-    in ``pending``, and counted in the result."""
-    n, rows = act.shape
+def multiply_floats(values_a, ratio_a, special_a, values_w, ratio_w, special_w, acc, out, ebits,
+                    mbits, group, pending):
+    """The usual cells of ``multiply_into`` from the decoded operands (``operand_floats``):
+    each chunk's sum a float64 dot product known exact, added to the accumulator with one
+    rounding (``two_sum``, ``round_two_sum``). A chunk's sum is exact when every product is a
+    multiple of ``U`` = (the smallest lsb of the act row) * (of the weight column) and ``|a|
+    |w| < 2^53 U`` (Cauchy-Schwarz bounds every partial sum), whatever the order. The other
+    cells (operands too wide, Inf or NaN, results not normal) are left to ``multiply_rest``:
+    marked in ``pending``, and counted in the result."""
+    n, rows = values_a.shape
     cols = values_w.shape[1]
     step = n if group <= 0 else group
     chunks = -(-n // step)
-    values_a, ratio_a = np.empty((n, rows)), np.empty((rows, chunks))
-    special_a = np.zeros(rows, dtype=np.bool_)
-    fp16_floats(act, np.int64(0), infnan, step, values_a, ratio_a, special_a)
-    widest = np.zeros(chunks)
-    for o in range(cols):
-        for c in range(chunks):
-            widest[c] = max(widest[c], ratio_w[o, c])
+    widest = _widest(ratio_w)
     sums = np.empty((4, chunks, cols))
     waiting = 0
     top = (1 << ebits) - 2
@@ -345,7 +342,8 @@ def multiply_floats(act, values_w, ratio_w, special_w, acc, out, infnan, ebits, 
 
 
 @jit
-def multiply_rest(act, wgt, acc, out, negate, infnan, ebits, mbits, group, pending):
+def multiply_rest(act, wgt, values_a, ratio_a, special_a, values_w, ratio_w, special_w, acc, out,
+                  negate, infnan, ebits, mbits, group, pending):
     """The ``pending`` cells of ``multiply_floats``, exactly: Inf/NaN by their class, rows too
     wide for one float64 sum split in two (and the weights too if that is not enough,
     ``_split_row``), the rest, and what the splits leave, in integer limbs."""
@@ -353,15 +351,7 @@ def multiply_rest(act, wgt, acc, out, negate, infnan, ebits, mbits, group, pendi
     cols = wgt.shape[1]
     step = n if group <= 0 else group
     chunks = -(-n // step)
-    values_a, values_w = np.empty((n, rows)), np.empty((n, cols))
-    ratio_a, ratio_w = np.empty((rows, chunks)), np.empty((cols, chunks))
-    special_a, special_w = np.zeros(rows, dtype=np.bool_), np.zeros(cols, dtype=np.bool_)
-    fp16_floats(act, np.int64(0), infnan, step, values_a, ratio_a, special_a)
-    fp16_floats(wgt, negate, infnan, step, values_w, ratio_w, special_w)
-    widest = np.zeros(chunks)
-    for o in range(cols):
-        for c in range(chunks):
-            widest[c] = max(widest[c], ratio_w[o, c])
+    widest = _widest(ratio_w)
     w_pieces, ratio_wp = np.empty((2, n, cols)), np.empty((2, cols, chunks))
     w_split = False
     sums = np.empty((chunks, cols))
@@ -387,6 +377,16 @@ def multiply_rest(act, wgt, acc, out, negate, infnan, ebits, mbits, group, pendi
             w_split = True
         _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_a[s],
                    special_w, negate, infnan, ebits, mbits, step, pending[s])
+
+
+@jit
+def _widest(ratio_w):
+    """Per chunk, the largest exactness ratio of the weight columns."""
+    widest = np.zeros(ratio_w.shape[1])
+    for o in range(ratio_w.shape[0]):
+        for c in range(ratio_w.shape[1]):
+            widest[c] = max(widest[c], ratio_w[o, c])
+    return widest
 
 
 @jit
