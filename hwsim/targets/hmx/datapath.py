@@ -1,5 +1,6 @@
-"""The HMX datapaths as functions of the state: what a multiply or a convert computes when it
-starts, into a buffer that its commit stores when its results are ready.
+"""The HMX datapaths as functions of the state: what a multiply computes when it starts, into
+a buffer that its commit stores when its results are ready, and what the write of the convert
+state stores.
 
 The machine (``machine.py``) calls these from its instructions' semantics; they know nothing of
 timing. A multiply reads its operands straight from the VTCM bytes in one numba call
@@ -64,22 +65,29 @@ def multiply(vtcm, state, plan, targets: list, acc_format: tuple, group: int,
     The accumulator is a resource every multiply into it reads and writes, so the next one
     starts only once this one's results are committed: one buffer per accumulator is enough."""
     starts, lo, hi, rows, wgt_start = plan.operands
-    b, infnan, k = buffers, state.usr >> 20 & 1, plan.channels
+    b, infnan = buffers, state.usr >> 20 & 1
     if multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
                      plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
                      infnan, acc_format[0], acc_format[1], group, b.act, b.wgt, b.act_values,
                      b.act_ratio, b.act_special, b.seen, b.key, b.values, b.ratio, b.special,
                      b.pending):
-        chunks = -(-k // (k if group <= 0 else group))
-        floats_a = b.act_values[:k], b.act_ratio[:CELLS * chunks].reshape(CELLS, chunks), \
-            b.act_special
-        for i, target in enumerate(targets):  # the unusual cells, by a kernel compiled on demand
-            if b.pending[i].any():
-                numerics.multiply_rest(b.act[:k], b.wgt[i * k:(i + 1) * k], *floats_a,
-                                       b.values[i, :k], b.ratio[i, :CELLS * chunks].reshape(
-                                           CELLS, chunks), b.special[i], state.acc[target],
-                                       b.acc[target], plan.negate, infnan, *acc_format, group,
-                                       b.pending[i])
+        _multiply_rest(state, plan, targets, infnan, acc_format, group, b)
+
+
+def _multiply_rest(state, plan, targets, infnan, acc_format, group, b: MpyBuffers) -> None:
+    """The cells ``multiply_vtcm`` left, by ``numerics.multiply_rest`` (compiled on demand)
+    from the operands it gathered and decoded."""
+    k = plan.channels
+    chunks = -(-k // (k if group <= 0 else group))
+    floats_a = (b.act_values[:k], b.act_ratio[:CELLS * chunks].reshape(CELLS, chunks),
+                b.act_special)
+    for i, target in enumerate(targets):
+        if b.pending[i].any():
+            floats_w = (b.values[i, :k], b.ratio[i, :CELLS * chunks].reshape(CELLS, chunks),
+                        b.special[i])
+            numerics.multiply_rest(b.act[:k], b.wgt[i * k:(i + 1) * k], *floats_a, *floats_w,
+                                   state.acc[target], b.acc[target], plan.negate, infnan,
+                                   *acc_format, group, b.pending[i])
 
 
 @jit
@@ -127,9 +135,10 @@ def multiply_vtcm(mem, starts, lo, hi, rows, wgt_start, given, needed, deep, acc
     k = gather_act(mem, starts, lo, hi, rows, act_buf)
     gather_wgt(mem, wgt_start, given, needed, wgt_buf)
     chunks = -(-k // (k if group <= 0 else group))
-    ratio_a = act_ratio[:CELLS * chunks].reshape(CELLS, chunks)  # C-contiguous views: the
+    # C-contiguous views and an int64 zero: numerics' kernels compile once for every caller
+    ratio_a = act_ratio[:CELLS * chunks].reshape(CELLS, chunks)
     numerics.operand_floats(act_buf[:k], np.int64(0), infnan, group, act_values[:k], ratio_a,
-                            act_special)  # kernels compile once
+                            act_special)
     waiting = 0
     for i in range(2 if deep else 1):
         wgt = wgt_buf[i * k:(i + 1) * k]

@@ -239,18 +239,24 @@ def _add_to_limbs(limbs, bits, ebits, mbits):
 
 @jit
 def _add_sum(cur, total, ebits, mbits):
-    """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once: by
-    ``two_sum`` and ``round_two_sum`` when the result is normal (or zero), else
-    ``_add_sum_exact``."""
+    """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once:
+    ``_add_sum_fast`` where it applies, else ``_add_sum_exact``."""
+    ok, bits = _add_sum_fast(cur, total, ebits, mbits)
+    return bits if ok else _add_sum_exact(cur, total, ebits, mbits)
+
+
+@jit
+def _add_sum_fast(cur, total, ebits, mbits):
+    """``(ok, bits)``: ``cur`` plus the exact ``total`` by ``two_sum`` and ``round_two_sum``,
+    ``ok`` when ``cur`` is finite and the result zero (+0) or normal."""
     ok, x = finite_value(np.int64(cur), ebits, mbits)
-    if ok:
-        s, err = two_sum(x, total)
-        if s == 0.0:
-            return np.uint64(0)
-        ok, bits, _ = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
-        if ok:
-            return bits
-    return _add_sum_exact(cur, total, ebits, mbits)
+    if not ok:
+        return False, np.uint64(0)
+    s, err = two_sum(x, total)
+    if s == 0.0:
+        return True, np.uint64(0)
+    ok, bits, _ = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+    return ok, bits
 
 
 @jit
@@ -318,7 +324,6 @@ def multiply_floats(values_a, ratio_a, special_a, values_w, ratio_w, special_w, 
     widest = _widest(ratio_w)
     sums = np.empty((4, chunks, cols))
     waiting = 0
-    top = (1 << ebits) - 2
     for s in range(rows):
         if s % 4 == 0:
             block_sums(values_a, values_w, s, step, sums)
@@ -327,12 +332,7 @@ def multiply_floats(values_a, ratio_a, special_a, values_w, ratio_w, special_w, 
             ok, cur = usual and not special_w[o], acc[s, o]
             for c in range(chunks):
                 if ok:
-                    ok, x = finite_value(np.int64(cur), ebits, mbits)
-                    total, err = two_sum(x, sums[s % 4, c, o])
-                    if ok and total == 0.0:
-                        cur = np.uint64(0)
-                    elif ok:
-                        ok, cur, _ = round_two_sum(total, err, ebits, mbits, top)
+                    ok, cur = _add_sum_fast(cur, sums[s % 4, c, o], ebits, mbits)
             pending[s, o] = not ok
             if ok:
                 out[s, o] = cur
