@@ -279,8 +279,12 @@ def test_convert_float64_path_matches_the_exact_cell():
                   0x3C00 << 4, 0, 0, 1)]
         for acc, b_i, shape, scale, b_o, rnd, usr20 in list(cases) + ties:
             m_out = N.M_CVT if rnd else N.M_FP16
-            ok, y = N._convert_fast(np.uint64(acc), b_i, shapes[shape], scale, b_o, ebits, mbits,
-                                    m_out, usr20)
+            values = [X.finite_value(v, *fmt) for v, fmt in ((acc, (ebits, mbits)),
+                                                             (b_i, (5, 15)), (scale, (5, 14)),
+                                                             (b_o, (5, 14)))]
+            assert all(ok for ok, _ in values)  # finite: the float64 path's operands
+            ok, y = N._convert_fast(*[v for _, v in values[:2]], shapes[shape],
+                                    *[v for _, v in values[2:]], ebits, mbits, m_out, usr20)
             want = N.convert_cell(np.uint64(acc), b_i, shapes[shape], scale, b_o, ebits, mbits,
                                   rnd, 0, usr20, 0)
             taken += ok

@@ -671,19 +671,13 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
 
 
 @jit
-def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out, usr20):
-    """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells:
-    ``(ok, bits)``, ``ok`` false for anything but finite operands, a ``t`` that is zero or
-    normal, and a result that is zero or normal below the top binade. ``t`` and the
-    result are each one ``two_sum`` rounded once (``round_two_sum``); ``s * X`` is exact
-    (15 x 30 bits); IEEE signed zeros give Table 5's and the sums' zero signs."""
-    e5, m_cvt = np.int64(EXP), np.int64(M_CVT)  # typed, not literal: one specialisation
-    ok, x = finite_value(np.int64(acc_bits), ebits, mbits)
-    ok_b, b = finite_value(np.int64(in_bias), e5, np.int64(M_IN_BIAS))
-    ok_s, sc = finite_value(np.int64(scale), e5, m_cvt)
-    ok_o, ob = finite_value(np.int64(out_bias), e5, m_cvt)
-    if not (ok and ok_b and ok_s and ok_o):
-        return False, np.int64(0)
+def _convert_fast(x, b, kind, sc, ob, ebits, mbits, m_out, usr20):
+    """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells, from
+    the accumulator ``x``, the input bias ``b``, the scale ``sc`` and the output bias ``ob``
+    (finite values): ``(ok, bits)``, ``ok`` false unless ``t`` is zero or normal and the result
+    zero or normal below the top binade. ``t`` and the result are each one ``two_sum`` rounded
+    once (``round_two_sum``); ``s * X`` is exact (15 x 30 bits); IEEE signed zeros give Table
+    5's and the sums' zero signs."""
     t = x
     if b != 0.0:
         s, err = two_sum(x, b)
@@ -704,7 +698,7 @@ def _convert_fast(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, m_out,
     if s == 0.0:
         return True, np.int64(1 << (EXP + m_out)) if math.copysign(1.0, s) < 0.0 else \
             np.int64(0)
-    ok, y, _ = round_two_sum(s, err, e5, np.int64(m_out), np.int64(30 if usr20 else 29))
+    ok, y, _ = round_two_sum(s, err, np.int64(EXP), m_out, np.int64(30 if usr20 else 29))
     return ok, np.int64(y)
 
 
@@ -717,19 +711,38 @@ def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb
     ``out_bias``: the bias register fields of the 32 filters (raw bits, Table 4); ``prev``: the
     convert state before (feedback C'); ``out``: the new convert state, (5, 14) bits (uint32);
     ``shapes``: ``shape_table``; the rest are the convert Rs fields and USR[20], USR[21].
+
+    The filters' fields are decoded to float64 once (and the one under feedback per cell);
+    cells with finite values go to ``_convert_fast``, the others and those it declines to
+    ``convert_cell``.
     """
+    e5, m_cvt = np.int64(EXP), np.int64(M_CVT)  # typed, not literal: one specialisation
+    m_out = np.int64(M_CVT if rnd else M_FP16)
+    cols = acc.shape[1]
+    values, ok = np.empty((3, cols)), np.zeros((3, cols), dtype=np.bool_)
+    for o in range(cols):
+        ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, np.int64(M_IN_BIAS))
+        ok[1, o], values[1, o] = finite_value(np.int64(scale[o]), e5, m_cvt)
+        ok[2, o], values[2, o] = finite_value(np.int64(out_bias[o]), e5, m_cvt)
     for s in range(acc.shape[0]):
-        for o in range(acc.shape[1]):
+        for o in range(cols):
             sc, ob = scale[o], out_bias[o]
+            ok_s, sc_value, ok_o, ob_value = ok[1, o], values[1, o], ok[2, o], values[2, o]
             if fb_dest == 1:
                 ob = limit(ob, prev[s, o], fb_op, usr20)
+                ok_o, ob_value = finite_value(np.int64(ob), e5, m_cvt)
             elif fb_dest == 2:
                 sc = limit(sc, prev[s, o], fb_op, usr20)
-            ok, y = _convert_fast(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob, ebits, mbits,
-                                  M_CVT if rnd else M_FP16, usr20)
-            if ok:
+                ok_s, sc_value = finite_value(np.int64(sc), e5, m_cvt)
+            done, x = finite_value(np.int64(acc[s, o]), ebits, mbits)
+            y = np.int64(0)
+            if done and ok[0, o] and ok_s and ok_o:
+                done, y = _convert_fast(x, values[0, o], shapes[shape[o]], sc_value, ob_value,
+                                        ebits, mbits, m_out, usr20)
+            else:
+                done = False
+            if done:
                 out[s, o] = y if rnd else y << 4
             else:
                 out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob,
                                          ebits, mbits, rnd, ovf, usr20, usr21)
-
