@@ -44,8 +44,8 @@ def fp16_binary(a, b, out, mul):
     """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each. Finite
     operands with a normal result: the float64 sum or product, which is exact (at most 52
     bits), rounded once (``round_two_sum``); the rest by exact integers."""
+    e5, m16 = np.int64(EXP), np.int64(M_FP16)  # typed, not literal: one specialisation
     for i in range(a.size):
-        e5, m16 = np.int64(EXP), np.int64(M_FP16)  # typed, not literal: one specialisation
         ok_a, x = finite_value(np.int64(a[i]), e5, m16)
         ok_b, y = finite_value(np.int64(b[i]), e5, m16)
         if ok_a and ok_b:
