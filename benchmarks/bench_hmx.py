@@ -8,10 +8,18 @@
 * ``gemm_instr_per_s``: a GEMM stream (multiply of one crouton, convert, write) where the
   datapath kernels dominate, with its simulated MACs per second;
 * ``mpy_macs_per_s``: the exact multiply kernel alone, one crouton (k = 32) and 32 croutons deep
-  (k = 1024) into a 32 x 32 accumulator; ``cvt_cells_per_s``: the convert kernel alone.
+  (k = 1024) into a 32 x 32 accumulator, on standard normal FP16 data (at k = 1024 wide enough
+  that many sums need split operands); ``mpy_vtcm_macs_per_s``: the machine's multiply
+  datapath (operands gathered from VTCM) on the GEMM benchmark's data, the same weights each
+  time as for the tiles of one filter group (decoded once); ``cvt_cells_per_s``: the convert
+  kernel alone;
+* ``hvx_pack_act_bytes_per_s``, ``hvx_unpack_act_bytes_per_s``: the crouton layout kernels;
+  ``hvx_add_elements_per_s``: the FP16 elementwise add.
 
 Parsing is timed apart (``parse_lines_per_s``). Prints a table and writes
-benchmarks/results/hmx.json. Numbers depend on the machine and its load.
+benchmarks/results/hmx.json. Times are the best of five runs in process CPU time (everything
+measured is single-threaded), which a shared machine disturbs less than wall time; they still
+depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -19,12 +27,13 @@ from __future__ import annotations
 import json
 import platform
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 import hwsim
-from hwsim.targets.hmx import numerics
+from hwsim.targets.hmx import datapath, hvx_kernels, layouts, numerics
 from hwsim.timing import Engine, Op, Work
 from hwsim.traces.files import atomic_write_text
 from hwsim.traces.reader import parse_trace
@@ -33,9 +42,9 @@ from common import best
 RESULTS = Path(__file__).resolve().parent / "results" / "hmx.json"
 
 
-def best_rate(fn, count: float, repeat: int = 3) -> float:
-    """``count`` divided by the fastest of ``repeat`` timed calls of ``fn``."""
-    return count / best(fn, repeat, warm_up=False)
+def best_rate(fn, count: float, repeat: int = 5) -> float:
+    """``count`` divided by the fastest of ``repeat`` timed calls of ``fn`` (process CPU time)."""
+    return count / best(fn, repeat, clock=time.process_time, warm_up=False)
 
 
 def engine_ops(n: int) -> float:
@@ -90,6 +99,8 @@ def kernel_rates() -> dict:
         out[f"mpy_macs_per_s_k{k}"] = best_rate(
             lambda: [numerics.multiply(act, wgt, acc, 0, 1, 7, 29, 0) for _ in range(reps)],
             reps * k * 32 * 32)
+    for k in (32, 1024):
+        out[f"mpy_vtcm_macs_per_s_k{k}"] = vtcm_multiply_rate(rng, k)
     cells = np.zeros((32, 32), dtype=np.uint64)
     numerics.multiply(rng.standard_normal((32, 32)).astype(np.float16).view(np.uint16),
                       rng.standard_normal((32, 32)).astype(np.float16).view(np.uint16), cells,
@@ -100,6 +111,50 @@ def kernel_rates() -> dict:
     numerics.convert(*args)
     out["cvt_cells_per_s"] = best_rate(lambda: [numerics.convert(*args) for _ in range(200)],
                                        200 * 1024)
+    return {**out, **hvx_rates(rng)}
+
+
+def vtcm_multiply_rate(rng, k: int) -> float:
+    """The machine's multiply datapath (operands gathered from VTCM croutons and weight
+    vectors, results into the buffers) on GEMM-like data (bench_gemm's scales), MAC/s; the
+    weights are the same each time, as for the tiles of one filter group."""
+    m = hwsim.machine("hmx")
+    vtcm = m.memory("vtcm")
+    croutons = k // 32
+    vtcm.write(0, (rng.standard_normal(croutons * 1024) / 4).astype(np.float16))
+    vtcm.write(0x40000, (rng.standard_normal(k * 32) / 32).astype(np.float16))
+    act = (f"Q6_activation_hf_mxmem_RR_deep(0x0, {croutons - 1} << 11 | 0x700 | 31 << 2)"
+           if croutons > 1 else "Q6_activation_hf_mxmem_RR(0x0, 0x700 | 31 << 2)")
+    lines = parse_trace(f"{act}\nQ6_weight_hf_mxmem_RR(0x40000, {k // 2 * 128 - 1})\n").lines
+    (step,) = m.parse(lines)
+    reps = max(1, 200_000 // k)
+
+    def run():
+        for _ in range(reps):
+            datapath.multiply(vtcm, m.state, step.plan, [0], m.acc_format, m.acc_round_group,
+                              m.buffers)
+    run()
+    return best_rate(run, reps * k * 32 * 32)
+
+
+def hvx_rates(rng) -> dict:
+    """Bytes per second of the HVX crouton layout kernels and FP16 elements per second of
+    the elementwise add, on a (16, 32, 64) FP16 tensor."""
+    h, w, c, mask = 16, 32, 64, 0b11100
+    tensor = (rng.standard_normal((h, w, c))).astype(np.float16).view(np.uint16)
+    grid = layouts.spatial_grid(mask)
+    packed = np.empty(layouts.pack_nhwc(tensor, mask).size // 2, dtype=np.uint16)
+    flat, back = tensor.reshape(-1), np.empty(tensor.size, dtype=np.uint16)
+    out = {"hvx_pack_act_bytes_per_s": best_rate(
+        lambda: [hvx_kernels.pack_act(flat, 0, h, w, c, grid, packed) for _ in range(200)],
+        200 * 2 * tensor.size)}
+    out["hvx_unpack_act_bytes_per_s"] = best_rate(
+        lambda: [hvx_kernels.unpack_act(packed, 0, h, w, c, grid, back) for _ in range(200)],
+        200 * 2 * tensor.size)
+    other = np.ascontiguousarray(flat[::-1])
+    out["hvx_add_elements_per_s"] = best_rate(
+        lambda: [hvx_kernels.fp16_binary(flat, other, back, False) for _ in range(20)],
+        20 * tensor.size)
     return out
 
 

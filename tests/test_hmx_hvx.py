@@ -37,6 +37,23 @@ def test_fp16_add_mul_exact(pairs, mul):
     assert out.tolist() == twin.tolist()
 
 
+@pytest.mark.parametrize("mul", [False, True])
+def test_fp16_add_mul_match_twin_on_many_pairs(mul):
+    # every FP16 value against random partners, plus pairs that meet at a midpoint (a tie)
+    rng = np.random.default_rng(int(mul))
+    a = np.concatenate([np.arange(1 << 16), rng.integers(0, 1 << 16, 1 << 18)]).astype(np.uint16)
+    b = rng.integers(0, 1 << 16, a.size).astype(np.uint16)
+    x = rng.integers(0x0800, 0x7800, 4096).astype(np.uint16)  # normal, from 2^-13
+    exponent = np.floor(np.log2(x.view(np.float16).astype(np.float64)))
+    half_ulp = np.exp2(exponent - 11).astype(np.float16).view(np.uint16)  # exact: >= 2^-24
+    a = np.concatenate([a, x, x])
+    b = np.concatenate([b, half_ulp, half_ulp ^ np.uint16(0x8000)])
+    out, twin = np.empty_like(a), np.empty_like(a)
+    hvx.fp16_binary(a, b, out, mul)
+    hvx.fp16_binary_twin(a, b, twin, mul)
+    assert (out == twin).all()
+
+
 @settings(max_examples=300, deadline=None)
 @given(values=st.lists(fp16, min_size=1, max_size=64),
        lo=fp16.filter(lambda v: not O.is_nan(O.value(v, 5, 10)[0])),

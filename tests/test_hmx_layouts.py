@@ -104,3 +104,21 @@ def test_single_row_map_of_figure_24():
 def test_bad_shapes_are_clear_errors(bad, message):
     with pytest.raises((ValueError, TypeError), match=message):
         bad()
+
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(1, 13), w=st.integers(1, 40), c=st.integers(1, 70),
+       mask=st.integers(0, 31), start=st.integers(0, 5))
+def test_hvx_layout_kernels_match_the_layouts(h, w, c, mask, start):
+    from hwsim.targets.hmx import hvx_kernels as K
+    tensor = random_fp16(h, w, c)
+    grid = L.spatial_grid(mask)
+    words = np.concatenate([random_fp16(start), tensor.reshape(-1)]).view(np.uint16)
+    packed = L.pack_nhwc(tensor, mask).view(np.uint16)
+    out = random_fp16(packed.size).view(np.uint16)  # stale contents: padding is rewritten
+    K.pack_act(words, start, h, w, c, grid, out)
+    assert (out == packed).all()
+    back = np.empty(h * w * c, dtype=np.uint16)
+    K.unpack_act(np.concatenate([words[:start], packed]), start, h, w, c, grid, back)
+    assert (back == L.unpack_nhwc(packed.view(np.uint8), h, w, c, mask).view(np.uint16)
+            .reshape(-1)).all()

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hwsim.isa.hmx import BIAS_REG, CVT_RS
+from hwsim.targets.hmx import exact64 as X
 from hwsim.targets.hmx import numerics as N
 from tests import hmx_oracle as O
 
@@ -89,6 +90,120 @@ def test_multiply_rounds_once_per_group():
     assert whole == 1 + O.Fraction(1, 1 << 29) and single == 1
 
 
+# -- the float64 sums of the multiply: each path against the twin ---------------------------------
+
+def levels(act, wgt, step):
+    """The paths ``multiply_into`` takes for the cells of ``act`` x ``wgt`` (without Inf/NaN):
+    0 one float64 sum, 1 the act row split, 2 both split, 3 integer limbs."""
+    n = act.shape[0]
+    chunks = -(-n // step)
+    va, vw = np.empty(act.shape), np.empty(wgt.shape)
+    ra, rw = np.empty((act.shape[1], chunks)), np.empty((wgt.shape[1], chunks))
+    X.fp16_floats(act, 0, 1, step, va, ra, np.zeros(act.shape[1], bool))
+    X.fp16_floats(wgt, 0, 1, step, vw, rw, np.zeros(wgt.shape[1], bool))
+
+    def pieces(x):
+        hi, lo, r_hi, r_lo = np.empty(n), np.empty(n), np.empty(chunks), np.empty(chunks)
+        X.split(np.ascontiguousarray(x), step, hi, lo, r_hi, r_lo)
+        assert (hi + lo == x).all()
+        return np.maximum(r_hi, r_lo)
+    exact = X.EXACT_RATIO
+    widest, w_split = rw.max(0), np.array([pieces(vw[:, o]) for o in range(wgt.shape[1])])
+    found = set()
+    for s in range(act.shape[1]):
+        if (ra[s] * widest < exact).all():
+            found.add(0)
+        elif (pieces(va[:, s]) * widest < exact).all():
+            found.add(1)
+        else:
+            both = pieces(va[:, s])[None, :] * w_split
+            found |= {2 if ok else 3 for ok in (both < exact).all(1)}
+    return found
+
+
+def fp16_spread(rng, shape, low, high):
+    """Random FP16 bits of either sign with magnitudes 2^low .. 2^high, log-uniform."""
+    values = np.exp2(rng.uniform(low, high, shape)) * rng.choice([-1, 1], shape)
+    return values.astype(np.float16).view(np.uint16)
+
+
+def fp16_extremes(rng, shape):
+    """Magnitudes 2^-2 .. 2^-1 with one 2^15 and one 2^-24 per column: the low pieces of a
+    split still span 2^-1 .. 2^-24 over many values."""
+    bits = fp16_spread(rng, shape, -2, -1.01)
+    bits[0], bits[-1] = 0x7800, 0x0001
+    return bits
+
+
+SPREADS = {"narrow": (-4, 1, -7, -3), "wide act": (-24, 1, -24, 1), "wide": (-24, 8, -16, 8)}
+
+
+@pytest.mark.parametrize("operands, group, expect", [
+    ("narrow", 0, {0}),         # every sum one float64 dot product
+    ("wide act", 0, {1}),       # the act rows need splitting
+    ("wide act", 64, {0, 1}),   # rounded per 64 channels: some chunks need no split
+    ("wide", 0, {2}),           # both operands split
+    ("extremes", 0, {3}),       # the splits' pieces still too wide: integer limbs
+    ("extremes, some wide", 0, {2, 3}),
+])
+def test_multiply_float64_paths_match_twin(operands, group, expect):
+    rng = np.random.default_rng(1)
+    shapes = (1024, 7), (1024, 5)  # 7 spatials: the last block of 4 is short
+    if operands in SPREADS:
+        spread = SPREADS[operands]
+        act, wgt = fp16_spread(rng, shapes[0], *spread[:2]), fp16_spread(rng, shapes[1],
+                                                                          *spread[2:])
+    else:
+        act, wgt = fp16_extremes(rng, shapes[0]), fp16_extremes(rng, shapes[1])
+        if operands != "extremes":
+            act[:, :3] = fp16_spread(rng, (1024, 3), -4, 1)
+    assert levels(act, wgt, group or 1024) == expect
+    start = rng.standard_normal((7, 5)).astype(np.float16).view(np.uint16)
+    for fmt in ACC_FORMATS:
+        acc = np.zeros((7, 5), dtype=np.uint64)
+        N.multiply(start[:5], start[:5].T.copy(), acc, 0, 1, *fmt, 0)  # a nonzero start
+        case = dict(act=act, wgt=wgt, negate=1, infnan=1, fmt=fmt, group=group)
+        assert (run_multiply(N.multiply, case, acc) ==
+                run_multiply(N.multiply_twin, case, acc)).all()
+
+
+def test_multiply_out_leaves_the_accumulator():
+    rng = np.random.default_rng(3)
+    act, wgt = fp16_spread(rng, (64, 32), -8, 2), fp16_spread(rng, (64, 32), -8, 2)
+    acc = np.zeros((32, 32), dtype=np.uint64)
+    N.multiply(act, wgt, acc, 0, 1, 7, 29, 0)
+    before, out = acc.copy(), np.zeros_like(acc)
+    N.multiply_into(act, wgt, acc, out, 0, 1, 7, 29, 0)
+    assert (acc == before).all()
+    N.multiply(act, wgt, acc, 0, 1, 7, 29, 0)
+    assert (out == acc).all()
+
+
+@st.composite
+def near_midpoints(draw):
+    """An accumulator value and a float64 total whose exact sum sits on, or one 2^-48 from, a
+    midpoint between two accumulator values: the rounding's hardest cases."""
+    ebits, mbits = draw(st.sampled_from(ACC_FORMATS))
+    exp = draw(st.integers(-8, 12))
+    sig = draw(st.integers(1 << mbits, (2 << mbits) - 1))
+    acc = O.Fraction(sig) * O.Fraction(2) ** (exp - mbits) * draw(st.sampled_from([1, -1]))
+    ulp = O.Fraction(2) ** (exp - mbits)
+    total = (draw(st.integers(-40, 40)) + O.Fraction(1, 2)) * ulp + \
+        draw(st.sampled_from([-1, 0, 1])) * O.Fraction(1, 1 << 48)
+    return O.oracle.encode(abs(acc), acc < 0, ebits, mbits), total, ebits, mbits
+
+
+@settings(max_examples=500, deadline=None)
+@given(case=near_midpoints(), plain=st.tuples(st.integers(0, (1 << 53) - 1),
+                                               st.integers(-48, 20)))
+def test_accumulator_plus_an_exact_sum_rounds_once(case, plain):
+    bits, total, ebits, mbits = case
+    for total in (total, O.Fraction(plain[0]) * O.Fraction(2) ** plain[1]):
+        assert float(total) == total  # the kernel's totals are exact float64 values
+        want = O.acc_round(O.add(O.value(bits, ebits, mbits), (total, total < 0)), ebits, mbits)
+        assert N._add_sum(np.uint64(bits), float(total), ebits, mbits) == want
+
+
 bias_field = st.one_of(st.integers(0, (1 << 20) - 1),
                        st.sampled_from([0, 0x3C000, 0xBC000, 0x7BFF0, 0x7C000, 0xFC000, 0x7E000,
                                         0x00001, 0x7FFFF, 0x80000]))
@@ -139,6 +254,42 @@ def test_convert_matches_oracle(case):
 @given(case=convert_case())
 def test_convert_kernel_matches_plain_twin(case):
     assert run_convert(N.convert, case) == run_convert(N.convert.py_func, case)
+
+
+def test_convert_float64_path_matches_the_exact_cell():
+    # usual operands (normal accumulators and fields, every shape, both rnd) and constructed
+    # ties: the float64 path, where it applies, is bit-exact against the integer one
+    rng = np.random.default_rng(4)
+    shapes = N.shape_table("abs")
+
+    def field(mbits, n, low=1, high=30):
+        return (rng.integers(0, 2, n) << (5 + mbits) | rng.integers(low, high, n) << mbits |
+                rng.integers(0, 1 << mbits, n))
+    n, taken = 20000, 0
+    for ebits, mbits in ACC_FORMATS:
+        bias = (1 << (ebits - 1)) - 1
+        accs = (rng.integers(0, 2, n) << (ebits + mbits) | rng.integers(bias - 30, bias + 9, n)
+                << mbits | rng.integers(0, 1 << mbits, n))
+        cases = zip(accs, field(15, n), rng.integers(0, 8, n), field(14, n, 10, 20), field(14, n),
+                    rng.integers(0, 2, n), rng.integers(0, 2, n))
+        # ties: t + b_o on an FP16 midpoint, decided by a product far below (2^-14 * 2^-46)
+        tiny = O.oracle.encode(O.Fraction(1, 1 << 46), False, ebits, mbits)
+        ties = [(tiny, 0, 0, 0x0400 << 4, (0x3C00 << 4) | 8 | up, 0, 1) for up in (0, 8)]
+        ties += [(O.oracle.encode(O.Fraction(2049, 2048), False, ebits, mbits), 0, 0,
+                  0x3C00 << 4, 0, 0, 1)]
+        for acc, b_i, shape, scale, b_o, rnd, usr20 in list(cases) + ties:
+            m_out = N.M_CVT if rnd else N.M_FP16
+            values = [X.finite_value(v, *fmt) for v, fmt in ((acc, (ebits, mbits)),
+                                                             (b_i, (5, 15)), (scale, (5, 14)),
+                                                             (b_o, (5, 14)))]
+            assert all(ok for ok, _ in values)  # finite: the float64 path's operands
+            ok, y = N._convert_fast(*[v for _, v in values[:2]], shapes[shape],
+                                    *[v for _, v in values[2:]], ebits, mbits, m_out, usr20)
+            want = N.convert_cell(np.uint64(acc), b_i, shapes[shape], scale, b_o, ebits, mbits,
+                                  rnd, 0, usr20, 0)
+            taken += ok
+            assert not ok or (y if rnd else y << 4) == want, (acc, b_i, shape, scale, b_o, rnd)
+    assert taken > 0.95 * 3 * n  # the rest: results beyond 2^15 or below 2^-14
 
 
 def convert_of(value_bits, usr20=1, usr21=0, ovf=0, rnd=0, shape=0, scale=0x3C000, row3="abs"):

@@ -236,8 +236,13 @@ def test_bias_fields_round_once_against_the_oracle():
     from tests import oracle
     rng = np.random.default_rng(9)
     values = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-6, 4, 200),
-                             [65504.0, -1e-9, 0.1, 3.0e-5]])
-    for mbits in (14, 15):
+                             [65504.0, 65519.0, -1e-9, 0.1, 3.0e-5, 0.0, -0.0, 2.0 ** -14,
+                              -(2.0 ** -14) * (1 - 2.0 ** -16), 2.0 ** -40]])
+    for mbits in (14, 15):  # and ties at both rounding points, normal and subnormal
+        ties = [(2 * k + 1) * 2.0 ** (e - mbits - 1) for k in (0, 1, 2 ** mbits - 1)
+                for e in (-14, -3, 0, 9, 15)]
+        ties += [(2 * k + 1) * 2.0 ** (-14 - mbits - 1) for k in (0, 3, 2 ** mbits - 1)]
+        values = np.concatenate([values, ties, np.negative(ties)])
         got = L.ext_fp16_bits(values, mbits)
         for v, bits in zip(values, got.tolist()):
             assert bits == oracle.round_to(Fraction(float(v)), 5, mbits), (v, mbits)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from hwsim.errors import MemoryFault
@@ -50,10 +51,13 @@ class Copy:
             raise MemoryFault(self.dst.name, self.dst_addr, self.nbytes, "space is read-only")
 
     def gather(self) -> np.ndarray:
+        """The source rows, one after the other (a copy)."""
         if self.rows == 1:
             return self.src.read(self.src_addr, self.row_bytes)
-        return np.concatenate([self.src.read(self.src_addr + i * self.src_stride, self.row_bytes)
-                               for i in range(self.rows)])
+        out = np.empty(self.nbytes, dtype=np.uint8)
+        _gather(self.src.data, self.src_addr - self.src.base, self.src_stride, self.rows,
+                self.row_bytes, out)
+        return out
 
     def start(self):
         """Read the source now; the returned commit writes the destination."""
@@ -61,9 +65,27 @@ class Copy:
         return lambda: self.scatter(data)
 
     def scatter(self, data: np.ndarray) -> None:
-        for i in range(self.rows):
-            self.dst.write(self.dst_addr + i * self.dst_stride,
-                           data[i * self.row_bytes:(i + 1) * self.row_bytes])
+        """Write ``gather``'s bytes to the destination rows, in row order (when rows overlap,
+        later rows win)."""
+        if self.rows == 1:
+            self.dst.write(self.dst_addr, data)
+            return
+        _scatter(self.dst.data, self.dst_addr - self.dst.base, self.dst_stride, self.rows,
+                 self.row_bytes, data)
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather(data, start, stride, rows, row_bytes, out):
+    for i in range(rows):  # loops, not slice assignments: their shape checks cost compiling
+        for j in range(row_bytes):
+            out[i * row_bytes + j] = data[start + i * stride + j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter(data, start, stride, rows, row_bytes, src):
+    for i in range(rows):
+        for j in range(row_bytes):
+            data[start + i * stride + j] = src[i * row_bytes + j]
 
 
 class Dma:

@@ -13,12 +13,13 @@ FP32 accumulation (``compute_types``).
 
 from __future__ import annotations
 
-from hwsim.errors import Location, ScheduleError
+from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import Multiply, format_item
 from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
 from hwsim.schedule.lowering import (Checkpoint, Lowered, Lowering, Placement, Rewritten,
                                      group)
+from hwsim.targets.hmx.machine import Step
 
 FLOATS = ("fp32", "fp16")
 UNITS = {"mpy": "mpy", "cvt": "cvt", "bias_load": "cvt", "bias_store": "cvt",
@@ -74,17 +75,14 @@ class HmxLowering(Lowering):
         params.update(options.params, origin="options")
         planned = Planner(graph, layers, params.as_dict()).lower()
         p = planned.program
-        steps = machine.parse([(line, Location("<hmx program>", i + 1, 1))
-                               for i, line in enumerate(p.lines)])
-        layer_of, line = [], 0
+        steps = _steps(machine, p.items)
+        layer_of = []
         writers: dict[int, set] = {}  # layer index (-1: the graph inputs) -> instructions
         units: dict[int, set] = {}
-        for index, step in enumerate(steps):  # a multiply is two lines
-            layer = p.layer_of[line]
+        for index, (step, layer) in enumerate(zip(steps, p.layer_of)):
             writers.setdefault(layer, set()).add(index)
             layer_of.append(max(layer, 0))
             units.setdefault(max(layer, 0), set()).add(UNITS[step.item.kind])
-            line += 2 if isinstance(step.item, Multiply) else 1
         return Lowered(
             program=steps, layer_of=layer_of,
             image=[(im.space, im.addr, im.data.reshape(-1).view("u1")) for im in p.images],
@@ -103,6 +101,22 @@ class HmxLowering(Lowering):
     def roofs(self, params) -> dict:
         return {"peaks": {"HMX": 2 * 32 * 32 / params.mpy_cycles_per_vector},
                 "bandwidths": {"DDR": params.ddr_bytes_per_cycle}}
+
+
+def _steps(machine, items: list) -> list[Step]:
+    """The items checked and planned by the machine, once per distinct instruction: equal
+    instructions share their decoded fields (``Program``), so the fields identify the plan."""
+    plans: dict = {}
+    steps = []
+    for item in items:
+        key = (id(item.act.fields), id(item.wgt.fields)) if isinstance(item, Multiply) else \
+            id(item.fields)
+        if key not in plans:
+            steps.append(machine.plan(item))
+            plans[key] = steps[-1].plan
+        else:
+            steps.append(Step(item, plans[key]))
+    return steps
 
 
 def _checkpoints(graph, layers, planned, writers) -> dict:

@@ -130,13 +130,13 @@ class ConvPlan:
                     for i, (ky, kx) in enumerate(self.slots)]
         return out
 
-    @property
+    @cached_property
     def ke(self) -> int:
         """Channels of the expanded tensor."""
         last = self.blocks[-1]
         return last.offset + (CH if self.conv.depthwise else last.count)
 
-    @property
+    @cached_property
     def croutons_e(self) -> int:
         return -(-self.ke // CH)
 
@@ -204,13 +204,16 @@ def unit_cycles(plan: ConvPlan, timing: dict) -> dict[str, float]:
            + packed * 16 * timing["hvx_act_pack_cycles_per_vector"]
            + out * 16 * timing["hvx_act_unpack_cycles_per_vector"])
     mpy = 0.0
+    vectors: dict = {}  # (first, count) -> weight vectors: most groups read the same croutons
     for g in range(c.groups):
         first, count = plan.group_croutons(g)
-        vectors = sum(plan.crouton_channels(first + i) for i in range(count)) // 2
+        if (first, count) not in vectors:
+            vectors[first, count] = sum(plan.crouton_channels(first + i)
+                                        for i in range(count)) // 2
         for _, r in plan.taps:
             calls = -(-count // MAX_DEEP) if r % ny == 0 else count
             mpy += th * tw * (calls * timing["mpy_setup_cycles"] +
-                              vectors * timing["mpy_cycles_per_vector"])
+                              vectors[first, count] * timing["mpy_cycles_per_vector"])
     if plan.weight_deep:
         mpy -= th * tw * (c.groups // 2) * len(plan.taps) * timing["mpy_setup_cycles"]
     cvt = out * (timing["cvt_cycles"] + timing["cvt_write_cycles"])

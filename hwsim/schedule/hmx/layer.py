@@ -18,7 +18,6 @@ there are several groups).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
@@ -26,9 +25,8 @@ import numpy as np
 
 from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
-from hwsim.schedule.hmx.conv import CH, MAX_DEEP, Block, Conv, ConvPlan
+from hwsim.schedule.hmx.conv import CH, MAX_DEEP, ConvPlan
 from hwsim.schedule.hmx.program import Arena, Program, WeightStream
-from hwsim.targets.floats import RNE, round_pack
 from hwsim.targets.hmx import layouts
 
 SHAPE_MAX0 = 2  # Table 5: max(x, 0)
@@ -37,49 +35,57 @@ FP16_LIMIT = 65504.0 * (1 + 2.0 ** -11)  # values at or beyond round to infinity
 
 # -- host-side constants ---------------------------------------------------------------------------
 
-def weight_matrices(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]:
-    """Per filter group, per tap: the [32, K] matrix of the group's expanded croutons
-    (float64, zeros where no tap reads)."""
+def packed_weights(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]:
+    """Per filter group, per tap: the weight vectors (Figure 8) of the [32, K] matrix over the
+    group's expanded croutons (FP16, rounded once from the given values; zeros where no tap
+    reads)."""
     c = plan.conv
-    weight = np.asarray(weight, dtype=np.float64)
+    taps = [None] if plan.fold_y else range(c.kernel[0])
+    if not c.depthwise:  # every group reads all expanded croutons: one matrix per tap for all
+        first, count = plan.group_croutons(0)
+        k = CH * (count - 1) + plan.crouton_channels(first + count - 1)
+        full = [np.zeros((c.groups * CH, k), dtype=np.float16) for _ in taps]
+        for block in plan.blocks:
+            for t, ky in enumerate(taps):
+                ky = block.ky if plan.fold_y else ky
+                full[t][:c.k_out, block.offset:block.offset + block.count] = \
+                    weight[:, ky, block.kx, :]
+        packed = [layouts.pack_weights(m) for m in full]  # the groups one after the other
+        size = packed[0].size // c.groups
+        return [[p[g * size:(g + 1) * size] for p in packed] for g in range(c.groups)]
     out = []
     for g in range(c.groups):
         first, count = plan.group_croutons(g)
         k = CH * (count - 1) + plan.crouton_channels(first + count - 1)
-        mats = [np.zeros((CH, k)) for _ in plan.taps]
+        mats = [np.zeros((CH, k), dtype=np.float16) for _ in taps]
+        outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
+        m = c.k_out // c.c
         for block in plan.blocks:
             col = block.offset - first * CH
-            if not 0 <= col < k:
-                continue
-            for t, ky in enumerate([None] if plan.fold_y else range(c.kernel[0])):
-                ky = block.ky if plan.fold_y else ky
-                _fill_block(mats[t], c, weight, g, block, col, ky)
-        out.append(mats)
+            if 0 <= col < k:
+                for t, ky in enumerate(taps):
+                    ky = block.ky if plan.fold_y else ky
+                    mats[t][outs - g * CH, col + outs // m - block.c0] = \
+                        weight[ky, block.kx, outs // m, outs % m]
+        out.append([layouts.pack_weights(m) for m in mats])
     return out
-
-
-def _fill_block(mat, c: Conv, weight, g: int, block: Block, col: int, ky: int) -> None:
-    outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
-    if c.depthwise:
-        m = c.k_out // c.c
-        ch = outs // m
-        mat[outs - g * CH, col + ch - block.c0] = weight[ky, block.kx, ch, outs % m]
-    else:
-        mat[outs - g * CH, col:col + block.count] = weight[outs, ky, block.kx, :]
 
 
 def ext_fp16_bits(values, mbits: int) -> np.ndarray:
-    """Values rounded once to FP16 with ``mbits`` fraction bits (10 + extra), as bit patterns;
-    a value beyond the FP16 range is an error (the bias fields have no room for it)."""
-    out = np.zeros(np.size(values), dtype=np.int64)
-    for i, v in enumerate(np.asarray(values, dtype=np.float64).reshape(-1)):
-        if not abs(v) < FP16_LIMIT:
-            raise ScheduleError(f"bias register value {v:g} is outside the FP16 range")
-        if v != 0:
-            mant, exp = math.frexp(abs(v))
-            out[i] = int(round_pack(int(v < 0), int(mant * 2.0 ** 53), exp - 53, False, 5, mbits,
-                                    RNE, False, False)[0])
-    return out
+    """Values rounded once to FP16 with ``mbits`` fraction bits (10 + extra), to nearest even,
+    as bit patterns (zeros as +0); a value beyond the FP16 range is an error (the bias fields
+    have no room for it)."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    outside = ~(np.abs(v) < FP16_LIMIT)
+    if outside.any():
+        raise ScheduleError(f"bias register value {v[outside][0]:g} is outside the FP16 range")
+    magnitude = np.abs(v)
+    top = np.frexp(magnitude)[1] - 1  # the exponent of the leading bit
+    quantum = np.maximum(top, -14) - mbits  # the last bit's, subnormals included
+    units = np.rint(np.ldexp(magnitude, -quantum)).astype(np.int64)  # exact scaling, RNE
+    # a normal's units are 2^mbits..2^(mbits+1): adding the biased exponent carries correctly
+    bits = np.where(top >= -14, ((top + 15) << mbits) + units - (1 << mbits), units)
+    return np.where(v == 0, 0, bits | (v < 0).astype(np.int64) << (5 + mbits))
 
 
 def fits_fp16(values) -> bool:
@@ -103,18 +109,16 @@ def bias_sets(bias, relu: bool, scale=None) -> np.ndarray:
         output_bias=ext_fp16_bits(np.zeros(k) if inside else scale * bias, 14))
 
 
-def group_chunk(plan: ConvPlan, mats: list[np.ndarray], bias_set: np.ndarray) -> np.ndarray:
+def group_chunk(packed: list[np.ndarray], bias_set: np.ndarray) -> np.ndarray:
     """One filter group's constants: the packed weights of each tap, then its bias set."""
-    parts = [layouts.pack_weights(m.astype(np.float16)) for m in mats]
-    return np.concatenate(parts + [bias_set])
+    return np.concatenate(packed + [bias_set])
 
 
-def pair_chunk(mats_a: list[np.ndarray], mats_b: list[np.ndarray],
+def pair_chunk(packed_a: list[np.ndarray], packed_b: list[np.ndarray],
                sets: np.ndarray) -> np.ndarray:
-    """Two filter groups for weight deep: per tap the 64-filter vectors, then both bias sets."""
-    parts = [layouts.pack_weights(np.concatenate([a, b]).astype(np.float16))
-             for a, b in zip(mats_a, mats_b)]
-    return np.concatenate(parts + [sets])
+    """Two filter groups for weight deep: per tap the 64-filter vectors (the first group's,
+    then the second's), then both bias sets."""
+    return np.concatenate([part for a, b in zip(packed_a, packed_b) for part in (a, b)] + [sets])
 
 
 # -- emission -------------------------------------------------------------------------------------
@@ -134,16 +138,16 @@ def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias
     groups (or pairs, with weight deep) to a chunk as fit in ``chunk_bytes``. ``scale``
     (per output channel) multiplies the results in the convert."""
     c = plan.conv
-    mats = weight_matrices(plan, weight)
+    packed = packed_weights(plan, weight)
     sets = bias_sets(np.broadcast_to(np.asarray(bias, np.float64), (c.k_out,)), c.relu, scale)
     step = 2 if plan.weight_deep else 1
     units = []
     for g in range(0, c.groups, step):
         if step == 2 and g + 1 < c.groups:
             pair_sets = sets[g * BIAS_SET_BYTES:(g + 2) * BIAS_SET_BYTES]
-            units.append(([g, g + 1], pair_chunk(mats[g], mats[g + 1], pair_sets)))
+            units.append(([g, g + 1], pair_chunk(packed[g], packed[g + 1], pair_sets)))
         else:
-            units.append(([g], group_chunk(plan, mats[g],
+            units.append(([g], group_chunk(packed[g],
                                            sets[g * BIAS_SET_BYTES:(g + 1) * BIAS_SET_BYTES])))
     size = max(u.size for _, u in units)
     per_chunk = max(1, chunk_bytes // size)
@@ -249,7 +253,7 @@ def _valid(w_out: int, sx: int, shift: int, w: int) -> tuple[int, int]:
 def _emit_groups(program: Program, plan: ConvPlan, phases: list[int], unit: int,
                  groups: list[int], outputs: int) -> None:
     """Multiplies, converts and writes of one filter group (two with weight deep)."""
-    c, (ny, _), (th, tw), ce = plan.conv, plan.grid, plan.tiles, plan.croutons_e
+    (ny, _), (th, tw), ce = plan.grid, plan.tiles, plan.croutons_e
     first, count = plan.group_croutons(groups[0])
     vectors = (CH * (count - 1) + plan.crouton_channels(first + count - 1)) // 2
     block = vectors * len(groups) * VECTOR_BYTES

@@ -275,7 +275,7 @@ def _hmx_convs(op: Operator) -> list:
     if op.op == "MATMUL":  # constant weights: HmxLowering.unsupported made sure
         n, h, c = op.A.shape
         w = op.B.shape[2]
-        b = op.const("B").astype(np.float64)
+        b = op.const("B")  # rounded to FP16 once, when packed
         return [(C.Conv(1, h, c, w), b[i].T[:, None, None, :], np.zeros(w))
                 for i in range(n)]
     n, h, w, c = op.input.shape
@@ -284,7 +284,7 @@ def _hmx_convs(op: Operator) -> list:
     conv = C.Conv(h, w, c, op.output.shape[3], tuple(kernel), tuple(op.stride), tuple(op.pad),
                   tuple(op.dilation), depthwise)
     bias = np.broadcast_to(op.const("bias").astype(np.float64), (conv.k_out,))
-    return [(conv, op.const("weight").astype(np.float64), bias)] * n
+    return [(conv, op.const("weight"), bias)] * n
 
 
 # -- HVX operators: (planner, operator, output address) ------------------------------------------

@@ -1,11 +1,12 @@
-"""An HMX program as it is built: instruction lines, the memory images it needs, VTCM allocation.
+"""An HMX program as it is built: instructions, the memory images it needs, VTCM allocation.
 
-``Program`` collects trace lines for the HMX machine (``hwsim/isa/hmx.py`` syntax). The HMX
-register words are encoded with the ISA's own field tables (``ACT_RS.encode(...)``), so a
-lowering never writes shift-and-mask code and every word is checked twice: when it is encoded
-here and when the machine parses the line. HVX and DMA lines are plain calls. The program also
+``Program`` collects the instructions of a trace for the HMX machine (``hwsim/isa/hmx.py``
+syntax) as the items parsing that trace gives: the HMX register words are encoded with the
+ISA's own field tables (``ACT_RS.encode(...)``), so a lowering never writes shift-and-mask code,
+and decoded and checked as the parser does (``decode_line``, once per distinct instruction),
+without writing and tokenising text. HVX and DMA instructions are plain calls. The program also
 holds the images to place in memory before it runs (constants and inputs in DDR) and where its
-results are; ``text()`` is a trace, ``run(machine)`` places the images and runs it.
+results are; ``text()`` is the trace, ``run(machine)`` places the images and runs that text.
 
 ``Arena`` allocates one address range (VTCM, or DDR for constants): first fit, aligned, with a
 high-water mark; running out is a ``ScheduleError`` naming what did not fit.
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwsim.errors import ScheduleError
+from hwsim.errors import Location, ScheduleError
 from hwsim.isa.hmx import (ACT_DEEP_RT, ACT_RS, ACT_RT, ACT_SINGLE_RS, ACT_SINGLE_RT, BIAS_RS,
-                           CROUTON_BYTES, CVT_RS, USR, VECTOR_BYTES, WGT_RS, WGT_RT, WR_RS, WR_RT)
+                           CROUTON_BYTES, CVT_RS, SPECS, USR, VECTOR_BYTES, WGT_RS, WGT_RT, WR_RS,
+                           WR_RT, Instr, Multiply, Spec, decode_line, format_item)
 from hwsim.targets.hmx.layouts import check_mask
 
 SPATIALS = 32
@@ -69,23 +71,53 @@ class Image:
 
 @dataclass
 class Program:
-    """Trace lines for the HMX machine, the layer each belongs to (``layer``: the current one),
-    comments to show beside them, and the memory images they assume."""
+    """The program for the HMX machine as checked items (``hwsim.isa.hmx`` ``Instr`` and
+    ``Multiply``, as parsing its text gives them), the layer each belongs to (``layer``: the
+    current one), comments to show before them, and the memory images they assume."""
 
-    lines: list[str] = field(default_factory=list)
+    items: list = field(default_factory=list)
     layer_of: list[int] = field(default_factory=list)
-    notes: dict[int, str] = field(default_factory=dict)  # line index -> comment before it
+    notes: dict[int, str] = field(default_factory=dict)  # item index -> comment before it
     images: list[Image] = field(default_factory=list)
     layer: int = -1
+    lines: int = 0  # trace lines so far (a multiply is two)
+    _act: Instr | None = None  # an activation waiting for its weight
+    _fields: dict = field(default_factory=dict)  # what makes an instruction -> (spec, fields)
 
-    def emit(self, line: str, comment: str = "") -> None:
+    def emit(self, name: str, *args: int, comment: str = "") -> None:
+        """Add the instruction ``name(args...)`` (register words, then plain integers), decoded
+        and checked as the machine's parser does."""
+        self._emit_once((name, args), lambda: (name,) + args, comment)
+
+    def _emit_once(self, key: tuple, call, comment: str = "") -> None:
+        """Add the instruction ``call()`` gives (its name and arguments), made and checked once
+        per distinct ``key`` (what determines it) in the program."""
+        loc = Location("<hmx program>", self.lines + 1, 1)
+        made = self._fields.get(key)
+        if made is None:
+            name, *args = call()
+            spec = SPECS[name]
+            made = self._fields[key] = spec, decode_line(spec, [(a, loc) for a in args],
+                                                         loc).fields
+        self._add(Instr(made[0], made[1], loc), comment)
+
+    def _add(self, instr: Instr, comment: str = "") -> None:
         if comment:
             self.comment(comment)
-        self.lines.append(line)
+        self.lines += 1
+        weight = instr.kind in ("wgt", "wgt_deep")
+        if weight != (self._act is not None):
+            raise ScheduleError(f"{instr.loc}: {instr.spec.name}: an activation and its weight "
+                                "must follow each other (one multiply)")
+        if instr.kind.startswith("act"):
+            self._act = instr
+            return
+        item, self._act = (Multiply(self._act, instr) if weight else instr), None
+        self.items.append(item)
         self.layer_of.append(self.layer)
 
     def comment(self, text: str) -> None:
-        at = len(self.lines)
+        at = len(self.items)
         self.notes[at] = f"{self.notes[at]}; {text}" if at in self.notes else text
 
     def place(self, space: str, addr: int, data, name: str) -> None:
@@ -93,83 +125,83 @@ class Program:
 
     # -- HMX -----------------------------------------------------------------------------------
     def usr(self, value: int) -> None:
-        USR.decode(value)
-        self.emit(f"USR = {value:#x}")
+        loc = Location("<hmx program>", self.lines + 1, 1)
+        self._add(Instr(Spec("USR", "usr", (USR,)), USR.decode(value), loc))
 
     def clear_accumulators(self) -> None:
-        self.emit("Q6_mxclracc_hf()")
+        self.emit("Q6_mxclracc_hf")
 
     def act(self, addr: int, mask: int, stop: int, count: int = 1) -> None:
         """A plain (``count`` 1) or deep activation of ``count`` croutons, channels 0..stop of
         the last one."""
-        rs = ACT_RS.encode(address=addr, channel_start=0)
-        if count == 1:
-            self.emit(f"Q6_activation_hf_mxmem_RR({rs:#x}, "
-                      f"{ACT_RT.encode(spatial_mask=mask, channel_stop=stop):#x})")
-        else:
-            rt = ACT_DEEP_RT.encode(dc=count - 1, spatial_mask=mask, channel_stop=stop)
-            self.emit(f"Q6_activation_hf_mxmem_RR_deep({rs:#x}, {rt:#x})")
+        def call():
+            rs = ACT_RS.encode(address=addr, channel_start=0)
+            if count == 1:
+                return ("Q6_activation_hf_mxmem_RR", rs,
+                        ACT_RT.encode(spatial_mask=mask, channel_stop=stop))
+            return ("Q6_activation_hf_mxmem_RR_deep", rs,
+                    ACT_DEEP_RT.encode(dc=count - 1, spatial_mask=mask, channel_stop=stop))
+        self._emit_once(("act", addr, mask, stop, count), call)
 
     def act_single(self, addr: int, mask: int, stop: int, dy_bytes: int, y: int) -> None:
-        rs = ACT_SINGLE_RS.encode(address=addr, offset=spatial_offset(y, mask), channel_start=0)
-        rt = ACT_SINGLE_RT.encode(dy=dy_bytes, spatial_mask=mask, channel_stop=stop)
-        self.emit(f"Q6_activation_hf_mxmem_RR_single({rs:#x}, {rt:#x})")
+        self._emit_once(("act_single", addr, mask, stop, dy_bytes, y), lambda: (
+            "Q6_activation_hf_mxmem_RR_single",
+            ACT_SINGLE_RS.encode(address=addr, offset=spatial_offset(y, mask), channel_start=0),
+            ACT_SINGLE_RT.encode(dy=dy_bytes, spatial_mask=mask, channel_stop=stop)))
 
     def wgt(self, addr: int, vectors: int, deep: bool = False) -> None:
-        rs = WGT_RS.encode(address=addr)
-        rt = WGT_RT.encode(dw=(vectors - 1) * VECTOR_BYTES)
-        self.emit(f"Q6_weight_hf_mxmem_RR{'_deep' if deep else ''}({rs:#x}, {rt:#x})")
+        self._emit_once(("wgt", addr, vectors, deep), lambda: (
+            f"Q6_weight_hf_mxmem_RR{'_deep' if deep else ''}", WGT_RS.encode(address=addr),
+            WGT_RT.encode(dw=(vectors - 1) * VECTOR_BYTES)))
 
     def bias_load(self, addr: int, index: int) -> None:
-        self.emit(f"Q6_bias_mxmem2_A({BIAS_RS.encode(address=addr, index=index):#x})")
+        self._emit_once(("bias_load", addr, index), lambda: (
+            "Q6_bias_mxmem2_A", BIAS_RS.encode(address=addr, index=index)))
 
     def convert(self, bias_sel: int) -> None:
         """Convert the primary accumulator with bias set ``bias_sel``, clear it and swap."""
-        self.emit(f"Q6_cvt_hf_acc_R({CVT_RS.encode(bias_sel=bias_sel, acc=0):#x})")
+        self._emit_once(("convert", bias_sel), lambda: (
+            "Q6_cvt_hf_acc_R", CVT_RS.encode(bias_sel=bias_sel, acc=0)))
 
     def write(self, addr: int, mask: int) -> None:
-        self.emit(f"Q6_mxmem_cvt_RR({WR_RS.encode(address=addr):#x}, "
-                  f"{WR_RT.encode(spatial_mask=mask):#x})")
+        self._emit_once(("write", addr, mask), lambda: (
+            "Q6_mxmem_cvt_RR", WR_RS.encode(address=addr), WR_RT.encode(spatial_mask=mask)))
 
     # -- HVX and DMA ---------------------------------------------------------------------------
     def hvx(self, name: str, *args: int, comment: str = "") -> None:
-        self.emit(f"hvx_{name}({', '.join(_int(a) for a in args)})", comment)
+        self.emit(f"hvx_{name}", *args, comment=comment)
 
     def dma_in(self, dst: int, src: int, nbytes: int, comment: str = "") -> None:
-        self.emit(f"dma_ddr_to_vtcm({dst:#x}, {src:#x}, {nbytes})", comment)
+        self.emit("dma_ddr_to_vtcm", dst, src, nbytes, comment=comment)
 
     def dma_out(self, dst: int, src: int, nbytes: int, comment: str = "") -> None:
-        self.emit(f"dma_vtcm_to_ddr({dst:#x}, {src:#x}, {nbytes})", comment)
+        self.emit("dma_vtcm_to_ddr", dst, src, nbytes, comment=comment)
 
     def dma_out_2d(self, dst: int, src: int, row_bytes: int, rows: int, dst_stride: int,
                    src_stride: int) -> None:
-        self.emit(f"dma_vtcm_to_ddr_2d({dst:#x}, {src:#x}, {row_bytes}, {rows}, {dst_stride}, "
-                  f"{src_stride})")
+        self.emit("dma_vtcm_to_ddr_2d", dst, src, row_bytes, rows, dst_stride, src_stride)
 
     def dma_wait(self) -> None:
-        self.emit("dma_wait()")
+        self.emit("dma_wait")
 
     def dma_fence(self) -> None:
-        self.emit("dma_fence()")
+        self.emit("dma_fence")
 
     # -- output --------------------------------------------------------------------------------
     def text(self) -> str:
         out = [".target hmx"]
-        for i, line in enumerate(self.lines):
+        for i, item in enumerate(self.items):
             if i in self.notes:
                 out.append(f"// {self.notes[i]}")
-            out.append(line)
+            out.append(format_item(item))
         return "\n".join(out) + "\n"
 
     def run(self, machine, **options):
-        """Place the images in the machine's memories and run the program on it."""
+        """Place the images in the machine's memories and run the program's text on it (so
+        that the text is what runs)."""
         for image in self.images:
             machine.memory(image.space).write(image.addr, image.data)
         return machine.run(self.text(), **options)
-
-
-def _int(value: int) -> str:
-    return f"{value:#x}" if abs(value) >= 4096 else str(value)
 
 
 class Arena:

@@ -42,6 +42,7 @@ from typing import Callable
 import numpy as np
 
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
+from hwsim.memory import Copy
 from hwsim.targets.hmx import hvx_kernels as K
 from hwsim.targets.hmx import layouts
 
@@ -77,14 +78,21 @@ def _store(vtcm, addr, data):
     return lambda: vtcm.store(addr, data)
 
 
+def _words(vtcm, addr: int) -> tuple:
+    """The VTCM as FP16 words, and the word at ``addr`` (2-byte aligned)."""
+    return vtcm.data.view(np.uint16), (addr - vtcm.base) // 2
+
+
 def _pack_act(f):
     th, tw, groups = layouts.crouton_grid(f["h"], f["w"], f["c"], f["mask"])
     out_bytes = th * tw * groups * CROUTON_BYTES
     src = (f["src"], 2 * f["h"] * f["w"] * f["c"])
+    grid = layouts.spatial_grid(f["mask"])
 
     def run(vtcm):
-        tensor = _fp16(vtcm, f["src"], f["h"] * f["w"] * f["c"]).reshape(f["h"], f["w"], f["c"])
-        return _store(vtcm, f["dst"], layouts.pack_nhwc(tensor, f["mask"]))
+        out = np.empty(out_bytes // 2, dtype=np.uint16)
+        K.pack_act(*_words(vtcm, f["src"]), f["h"], f["w"], f["c"], grid, out)
+        return _store(vtcm, f["dst"], out)
     return HvxPlan([src], [(f["dst"], out_bytes)], out_bytes // VECTOR_BYTES,
                    "hvx_act_pack_cycles_per_vector", run)
 
@@ -92,11 +100,12 @@ def _pack_act(f):
 def _unpack_act(f):
     th, tw, groups = layouts.crouton_grid(f["h"], f["w"], f["c"], f["mask"])
     in_bytes = th * tw * groups * CROUTON_BYTES
+    grid = layouts.spatial_grid(f["mask"])
 
     def run(vtcm):
-        data = vtcm.read(f["src"], in_bytes)
-        tensor = layouts.unpack_nhwc(data, f["h"], f["w"], f["c"], f["mask"])
-        return _store(vtcm, f["dst"], tensor.view(np.uint8))
+        out = np.empty(f["h"] * f["w"] * f["c"], dtype=np.uint16)
+        K.unpack_act(*_words(vtcm, f["src"]), f["h"], f["w"], f["c"], grid, out)
+        return _store(vtcm, f["dst"], out)
     return HvxPlan([(f["src"], in_bytes)], [(f["dst"], 2 * f["h"] * f["w"] * f["c"])],
                    in_bytes // VECTOR_BYTES, "hvx_act_unpack_cycles_per_vector", run)
 
@@ -180,12 +189,6 @@ def _avg_pool(f):
                    "hvx_reduce_cycles_per_vector", run)
 
 
-def _rows(vtcm, addr: int, stride: int, rows: int, row_bytes: int) -> np.ndarray:
-    """Offsets in ``vtcm.data`` of ``rows`` rows of ``row_bytes`` at ``addr``, ``stride`` apart."""
-    first = addr - vtcm.base
-    return first + np.arange(rows)[:, None] * stride + np.arange(row_bytes)[None, :]
-
-
 def _span(addr: int, stride: int, rows: int, row_bytes: int) -> tuple[int, int]:
     """The bounding range (address, bytes) of strided rows."""
     last = addr + (rows - 1) * stride
@@ -196,12 +199,10 @@ def _copy(f):
     rows, row_bytes = f["rows"], f["row_bytes"]
 
     def run(vtcm):
-        data = vtcm.data[_rows(vtcm, f["src"], f["src_stride"], rows, row_bytes)]
-        index = _rows(vtcm, f["dst"], f["dst_stride"], rows, row_bytes)
-
-        def commit():
-            vtcm.data[index] = data
-        return commit
+        copy = Copy(vtcm, f["src"], vtcm, f["dst"], row_bytes, rows, f["src_stride"],
+                    f["dst_stride"])
+        data = copy.gather()
+        return lambda: copy.scatter(data)
     return HvxPlan([_span(f["src"], f["src_stride"], rows, row_bytes)],
                    [_span(f["dst"], f["dst_stride"], rows, row_bytes)],
                    rows * _vectors(row_bytes), "hvx_copy_cycles_per_vector", run,

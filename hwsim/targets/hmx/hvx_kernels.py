@@ -19,8 +19,10 @@ approximations; these are the documented choices:
   order, divided by their count in FP32, rounded to FP16 (TOSA AVG_POOL2D divides by the count
   of valid inputs).
 * ``f32_to_f16``: round to nearest even, overflow to infinity; ``f16_to_f32``: exact.
+* ``pack_act``/``unpack_act``: the crouton layout, straight from and to the VTCM's words.
 
-Each numba kernel has a numpy twin (``*_twin``, same signature) used by the tests.
+Each numba kernel has a numpy twin (``*_twin``, same signature; for the layouts, the
+``layouts.pack_nhwc``/``unpack_nhwc`` pair) used by the tests.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import math
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, jit, round_pack, unpack
+from hwsim.targets.hmx.exact64 import finite_value, round_two_sum
 from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
 
 FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
@@ -38,26 +41,43 @@ FP32_NAN = 0x7FC00000
 
 @jit
 def fp16_binary(a, b, out, mul):
-    """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each."""
+    """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each. Finite
+    operands with a normal result: the float64 sum or product, which is exact (at most 52
+    bits), rounded once (``round_two_sum``); the rest by exact integers."""
+    e5, m16 = np.int64(EXP), np.int64(M_FP16)  # typed, not literal: one specialisation
     for i in range(a.size):
-        ca, sa, ma, ea = unpack(a[i], EXP, M_FP16)
-        cb, sb, mb, eb = unpack(b[i], EXP, M_FP16)
-        if mul:
-            sign = sa ^ sb
-            if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
-                out[i] = FP16_NAN
-            elif ca == INF or cb == INF:
-                out[i] = (sign << 15) | 0x7C00
-            else:
-                out[i] = round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False,
-                                    False)[0]
-        elif ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
-            out[i] = FP16_NAN
-        elif ca == INF or cb == INF:
-            out[i] = ((sa if ca == INF else sb) << 15) | 0x7C00
-        else:
-            sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
-            out[i] = round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
+        ok_a, x = finite_value(np.int64(a[i]), e5, m16)
+        ok_b, y = finite_value(np.int64(b[i]), e5, m16)
+        if ok_a and ok_b:
+            v = x * y if mul else x + y
+            if v == 0.0:
+                out[i] = 0x8000 if math.copysign(1.0, v) < 0.0 else 0
+                continue
+            ok, bits, _ = round_two_sum(v, 0.0, e5, m16, np.int64(30))
+            if ok:
+                out[i] = bits
+                continue
+        out[i] = _fp16_binary_exact(a[i], b[i], mul)
+
+
+@jit
+def _fp16_binary_exact(a, b, mul):
+    """One element of ``fp16_binary`` by exact integers."""
+    ca, sa, ma, ea = unpack(a, EXP, M_FP16)
+    cb, sb, mb, eb = unpack(b, EXP, M_FP16)
+    if mul:
+        sign = sa ^ sb
+        if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
+            return FP16_NAN
+        if ca == INF or cb == INF:
+            return (sign << 15) | 0x7C00
+        return round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False, False)[0]
+    if ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
+        return FP16_NAN
+    if ca == INF or cb == INF:
+        return ((sa if ca == INF else sb) << 15) | 0x7C00
+    sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
+    return round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
 
 
 @jit
@@ -229,6 +249,46 @@ def f32_to_f16(a, out):
 def f16_to_f32(a, out):
     """FP16 bits -> FP32 bits (uint32), exactly."""
     _reformat(a, out, 5, 10, 8, 23, FP32_NAN)
+
+
+@jit
+def pack_act(words, start, h, w, c, grid, out):
+    """The (h, w, c) FP16 tensor at word ``start`` of ``words`` -> croutons in ``out`` (uint16,
+    ``layouts.pack_nhwc``'s order and zero padding): spatial s, channel ch of a crouton is
+    word ``(s // 2) * 64 + ch * 2 + s % 2``."""
+    ny, nx = grid.shape
+    th, tw, groups = -(-h // ny), -(-w // nx), -(-c // 32)
+    out[:] = 0
+    for ty in range(th):
+        for tx in range(tw):
+            for g in range(groups):
+                base = ((ty * tw + tx) * groups + g) * 1024
+                for y in range(min(ny, h - ty * ny)):
+                    for x in range(min(nx, w - tx * nx)):
+                        s = grid[y, x]
+                        at = base + (s // 2) * 64 + s % 2
+                        pixel = start + ((ty * ny + y) * w + tx * nx + x) * c + g * 32
+                        for ch in range(min(32, c - g * 32)):
+                            out[at + ch * 2] = words[pixel + ch]
+
+
+@jit
+def unpack_act(words, start, h, w, c, grid, out):
+    """Croutons at word ``start`` of ``words`` (``pack_act``'s layout) -> the (h, w, c) FP16
+    tensor in ``out`` (uint16, flat NHWC)."""
+    ny, nx = grid.shape
+    th, tw, groups = -(-h // ny), -(-w // nx), -(-c // 32)
+    for ty in range(th):
+        for tx in range(tw):
+            for g in range(groups):
+                base = start + ((ty * tw + tx) * groups + g) * 1024
+                for y in range(min(ny, h - ty * ny)):
+                    for x in range(min(nx, w - tx * nx)):
+                        s = grid[y, x]
+                        at = base + (s // 2) * 64 + s % 2
+                        pixel = ((ty * ny + y) * w + tx * nx + x) * c + g * 32
+                        for ch in range(min(32, c - g * 32)):
+                            out[pixel + ch] = words[at + ch * 2]
 
 
 # -- numpy twins ----------------------------------------------------------------------------------

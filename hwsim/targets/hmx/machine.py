@@ -47,7 +47,7 @@ from hwsim.isa.hmx import (BIAS_REG, BIAS_SET_BYTES, CROUTON_BYTES, USR, VECTOR_
                            Multiply, check_instr, parse_program, spatial_split)
 from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.targets.base import Machine
-from hwsim.targets.hmx import hvx, layouts, numerics
+from hwsim.targets.hmx import datapath, hvx, layouts, numerics
 from hwsim.targets.hmx.params import PARAMS
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
@@ -88,6 +88,7 @@ class MpyPlan:
     needed: int  # weight vectors the activation uses (both filter groups for weight deep)
     deep_weights: bool
     negate: int
+    operands: tuple = ()  # the VTCM offsets as ``datapath.multiply_vtcm`` takes them
 
 
 @dataclass
@@ -117,6 +118,8 @@ class HmxMachine(Machine):
         self.acc_format = (p.acc_exp_bits, 36 - p.acc_exp_bits)
         self.acc_round_group = p.acc_round_group
         self.shapes = numerics.shape_table(p.shape_row3)
+        self.buffers = datapath.MpyBuffers()
+        self.cvt_out = np.empty((CELLS, CELLS), dtype=np.uint32)
 
     def parse(self, lines) -> list[Step]:
         return [self.plan(item) for item in parse_program(lines)]
@@ -175,7 +178,8 @@ class HmxMachine(Machine):
         given = wgt["dw"] // VECTOR_BYTES + 1
         self._in_vtcm(item.wgt, wgt["address"], given * VECTOR_BYTES, 1, "weight range: ")
         return MpyPlan(croutons, rows, channels, wgt["address"], given,
-                       channels // 2 * (2 if deep else 1), deep, wgt["negate"])
+                       channels // 2 * (2 if deep else 1), deep, wgt["negate"],
+                       datapath.operands(croutons, rows, wgt["address"], self.spaces["vtcm"].base))
 
     def _plan_dma(self, item: Instr) -> Copy:
         f = item.fields
@@ -283,53 +287,23 @@ def single_rows(offset: int, mask: int) -> np.ndarray:
     return rows
 
 
-def _act_matrix(vtcm: AddressSpace, plan: MpyPlan) -> np.ndarray:
-    """The activation operand as ``[k, s]`` FP16 bits: channel by accumulator spatial."""
-    if plan.rows is not None:
-        both = np.concatenate([layouts.unpack_crouton(vtcm.view(a, CROUTON_BYTES))
-                               for a, _, _ in plan.croutons])  # [64 spatials, c]
-        _, lo, hi = plan.croutons[0]
-        return np.ascontiguousarray(both[plan.rows, lo:hi + 1].T)
-    count = len(plan.croutons)
-    cells = vtcm.view(plan.croutons[0][0], count * CROUTON_BYTES).view(np.uint16)
-    cells = cells.reshape(count, 16, 32, 2).transpose(0, 2, 1, 3).reshape(count, 32, CELLS)
-    parts = [cells[i, lo:hi + 1] for i, (_, lo, hi) in enumerate(plan.croutons)]
-    return np.ascontiguousarray(parts[0] if count == 1 else np.concatenate(parts))
-
-
-def _wgt_matrices(vtcm: AddressSpace, plan: MpyPlan) -> list[np.ndarray]:
-    """The weight operand(s) as ``[k, o]`` FP16 bits; missing vectors read as zeros (2.2.2)."""
-    used = min(plan.given, plan.needed)
-    matrix = np.zeros((plan.needed * 2, CELLS), dtype=np.uint16)
-    matrix[:used * 2] = layouts.weights_matrix(vtcm.view(plan.wgt_addr, used * VECTOR_BYTES))
-    k = plan.channels
-    return [matrix[:k], matrix[k:]] if plan.deep_weights else [matrix]
-
-
 _SHAPES = {"act": "", "act_deep": " deep", "act_single": " single"}
 
 
 def _multiply(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
     plan, state, vtcm, issue = e.step.plan, m.state, m.spaces["vtcm"], e.issue
     targets = [issue.primary, 1 - issue.primary][:2 if plan.deep_weights else 1]
-    ebits, mbits = m.acc_format
     cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
     cycles += m.cycles("mpy_flush_cycles_per_vector", max(0, plan.given - plan.needed))
     nbytes = plan.channels * CELLS * 2 + plan.given * VECTOR_BYTES  # activations + weights
 
     def action():
-        act = _act_matrix(vtcm, plan)
-        infnan = state.usr >> 20 & 1
-        results = []
-        for index, wgt in zip(targets, _wgt_matrices(vtcm, plan)):
-            acc = state.acc[index].copy()
-            numerics.multiply(act, wgt, acc, plan.negate, infnan, ebits, mbits,
-                              m.acc_round_group)
-            results.append((index, acc))
+        datapath.multiply(vtcm, state, plan, targets, m.acc_format, m.acc_round_group,
+                          m.buffers)
 
         def commit():
-            for index, acc in results:
-                state.acc[index] = acc
+            for index in targets:
+                state.acc[index] = m.buffers.acc[index]
         return commit
 
     blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
@@ -360,14 +334,13 @@ def _convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
         if not m.numerics:
             return swap
         bias = state.bias_fields(sel)
-        out = np.empty((CELLS, CELLS), dtype=np.uint32)
         numerics.convert(state.acc[index], bias["input_bias"], bias["shape"], bias["scale"],
-                         bias["output_bias"], state.cvt, out, m.shapes, f["fb_dest"], f["fb_op"],
-                         f["rnd"], f["ovf"], state.usr >> 20 & 1, state.usr >> 21 & 1, ebits,
-                         mbits)
+                         bias["output_bias"], state.cvt, m.cvt_out, m.shapes, f["fb_dest"],
+                         f["fb_op"], f["rnd"], f["ovf"], state.usr >> 20 & 1, state.usr >> 21 & 1,
+                         ebits, mbits)
 
         def commit():
-            state.cvt = out
+            state.cvt[...] = m.cvt_out
             swap()
         return commit
 
@@ -383,7 +356,7 @@ def _write_convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
     addr, state, vtcm = e.step.item.fields["address"], m.state, m.spaces["vtcm"]
 
     def action():
-        data = layouts.pack_crouton((state.cvt >> 4).astype(np.uint16))
+        data = datapath.write_convert(state)
         return lambda: vtcm.store(addr, data)
     op = b.add("cvt", m.cycles("cvt_write_cycles"), reads=("cvt",) + e.issue.waited(),
                writes=m.blocks(addr, CROUTON_BYTES),

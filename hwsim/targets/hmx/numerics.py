@@ -25,15 +25,26 @@ rounding points. These are the choices, each a parameter where a reading is open
   feedback) and outputs alike, as the QEMU model does.
 * Subnormals are kept everywhere (no flush to zero).
 
+How the exact values are computed (the results do not depend on it): a multiply's sums are
+float64 dot products where those are provably exact (``exact64.py``), with the operands split
+in two where one float64 sum is not enough, and integer limbs (30 bits each from 2^-48) for
+what is left; a sum is added to the accumulator and rounded once with TwoSum. The convert's
+usual cells are float64 too (``_convert_fast``); the rest, with Inf, NaN, subnormal or
+top-binade values, are the exact integer cell (``convert_cell``).
+
 Kernels are numba functions (``cache=True``). ``multiply_twin`` is a numpy twin of the multiply
 (exact Python integers); the convert's plain twin is ``convert.py_func``.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
+from hwsim.targets.hmx.exact64 import (EXACT_RATIO, block_sums, finite_value, fp16_floats,
+                                      round_two_sum, row_sums, split, two_sum)
 
 EXP = 5  # exponent bits of FP16 and of its extended forms
 M_FP16 = 10  # fraction bits of FP16
@@ -227,46 +238,282 @@ def _add_to_limbs(limbs, bits, ebits, mbits):
 
 
 @jit
-def multiply(act, wgt, acc, negate, infnan, ebits, mbits, group):
-    """``acc[s, o] += sum_k act[k, s] * wgt[k, o]`` with the rounding described above.
+def _add_sum(cur, total, ebits, mbits):
+    """The accumulator ``cur`` (finite) plus the exact float64 ``total``, rounded once:
+    ``_add_sum_fast`` where it applies, else ``_add_sum_exact``."""
+    ok, bits = _add_sum_fast(cur, total, ebits, mbits)
+    return bits if ok else _add_sum_exact(cur, total, ebits, mbits)
 
-    ``act``, ``wgt``: FP16 bits, input channel by spatial / by filter (uint16); ``acc``: the
-    accumulator's 37-bit cells (uint64, spatial by filter), updated in place; ``negate``: use
-    -W (Table 2); ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
+
+@jit
+def _add_sum_fast(cur, total, ebits, mbits):
+    """``(ok, bits)``: ``cur`` plus the exact ``total`` by ``two_sum`` and ``round_two_sum``,
+    ``ok`` when ``cur`` is finite and the result zero (+0) or normal."""
+    ok, x = finite_value(np.int64(cur), ebits, mbits)
+    if not ok:
+        return False, np.uint64(0)
+    s, err = two_sum(x, total)
+    if s == 0.0:
+        return True, np.uint64(0)
+    ok, bits, _ = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+    return ok, bits
+
+
+@jit
+def _add_sum_exact(cur, total, ebits, mbits):
+    """``_add_sum`` for any finite ``cur`` and result: exact sum, one ``round_pack``."""
+    cls, sign, sig, exp = unpack(cur, ebits, mbits)
+    if total == 0.0:
+        return np.uint64(0) if cls == ZERO else cur
+    if cls == ZERO:
+        sign, sig, exp = 0, np.int64(0), np.int64(0)
+    frac, e = math.frexp(abs(total))
+    sign, sig, exp, sticky = exact_add(sign, sig, exp, 1 if total < 0 else 0,
+                                       np.int64(frac * 9007199254740992.0), e - 53)  # 2^53
+    return round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]
+
+
+def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
+    """``out[s, o] = acc[s, o] + sum_k act[k, s] * wgt[k, o]`` with the rounding described
+    above (``out`` may be ``acc``).
+
+    ``act``, ``wgt``: FP16 bits, input channel by spatial / by filter (uint16); ``acc``, ``out``:
+    the accumulator's 37-bit cells (uint64, spatial by filter); ``negate``: use -W (Table 2);
+    ``infnan``: USR[20]; ``group``: channels per rounding (0: all).
+
+    The operands decoded to float64 (``operand_floats``), then two kernels: ``multiply_floats``
+    does the usual cells and marks the others, ``multiply_rest`` does those (it is compiled
+    only when first needed).
     """
+    (n, rows), cols = act.shape, wgt.shape[1]
+    chunks = -(-n // (n if group <= 0 else group))
+    floats = []
+    for bits, neg in ((act, 0), (wgt, negate)):
+        values, ratio = np.empty(bits.shape), np.empty((bits.shape[1], chunks))
+        special = np.zeros(bits.shape[1], dtype=np.bool_)
+        operand_floats(bits, neg, infnan, group, values, ratio, special)
+        floats += [values, ratio, special]
+    pending = np.zeros((rows, cols), dtype=np.bool_)
+    if multiply_floats(*floats, acc, out, ebits, mbits, group, pending):
+        multiply_rest(act, wgt, *floats, acc, out, negate, infnan, ebits, mbits, group, pending)
+
+
+@jit
+def operand_floats(bits, negate, infnan, group, values, ratio, special):
+    """An operand's float64 values, exactness ratios per chunk and Inf/NaN columns, as
+    ``multiply_floats`` takes them (``exact64.fp16_floats``; act: ``negate`` 0)."""
+    special[:] = False
+    fp16_floats(bits, negate, infnan, bits.shape[0] if group <= 0 else group, values, ratio,
+                special)
+
+
+@jit
+def multiply_floats(values_a, ratio_a, special_a, values_w, ratio_w, special_w, acc, out, ebits,
+                    mbits, group, pending):
+    """The usual cells of ``multiply_into`` from the decoded operands (``operand_floats``):
+    each chunk's sum a float64 dot product known exact, added to the accumulator with one
+    rounding (``two_sum``, ``round_two_sum``). A chunk's sum is exact when every product is a
+    multiple of ``U`` = (the smallest lsb of the act row) * (of the weight column) and ``|a|
+    |w| < 2^53 U`` (Cauchy-Schwarz bounds every partial sum), whatever the order. The other
+    cells (operands too wide, Inf or NaN, results not normal) are left to ``multiply_rest``:
+    marked in ``pending``, and counted in the result."""
+    n, rows = values_a.shape
+    cols = values_w.shape[1]
+    step = n if group <= 0 else group
+    chunks = -(-n // step)
+    widest = _widest(ratio_w)
+    sums = np.empty((4, chunks, cols))
+    waiting = 0
+    for s in range(rows):
+        if s % 4 == 0:
+            block_sums(values_a, values_w, s, step, sums)
+        usual = not special_a[s] and _passes(ratio_a[s], widest)
+        for o in range(cols):
+            ok, cur = usual and not special_w[o], acc[s, o]
+            for c in range(chunks):
+                if ok:
+                    ok, cur = _add_sum_fast(cur, sums[s % 4, c, o], ebits, mbits)
+            pending[s, o] = not ok
+            if ok:
+                out[s, o] = cur
+            else:
+                waiting += 1
+    return waiting
+
+
+@jit
+def multiply_rest(act, wgt, values_a, ratio_a, special_a, values_w, ratio_w, special_w, acc, out,
+                  negate, infnan, ebits, mbits, group, pending):
+    """The ``pending`` cells of ``multiply_floats``, exactly: Inf/NaN by their class, rows too
+    wide for one float64 sum split in two (and the weights too if that is not enough,
+    ``_split_row``), the rest, and what the splits leave, in integer limbs."""
     n, rows = act.shape
     cols = wgt.shape[1]
-    sa = np.empty((rows, n), dtype=np.int64)
-    ea = np.empty((rows, n), dtype=np.int64)
-    sw = np.empty((cols, n), dtype=np.int64)
-    ew = np.empty((cols, n), dtype=np.int64)
-    special_a = np.zeros(rows, dtype=np.bool_)
-    special_w = np.zeros(cols, dtype=np.bool_)
-    _decode_operand(act, 0, infnan, sa, ea, special_a)
-    _decode_operand(wgt, negate, infnan, sw, ew, special_w)
     step = n if group <= 0 else group
-    limbs = np.zeros(LIMBS, dtype=np.int64)
+    chunks = -(-n // step)
+    widest = _widest(ratio_w)
+    w_pieces, ratio_wp = np.empty((2, n, cols)), np.empty((2, cols, chunks))
+    w_split = False
+    sums = np.empty((chunks, cols))
     for s in range(rows):
-        for o in range(cols):
-            cur = acc[s, o]
-            cls, sign, _, _ = unpack(cur, ebits, mbits)
-            if special_a[s] or special_w[o] or cls == INF or cls == NAN:
-                kind, sign = _special_sum(act, wgt, s, o, negate, infnan, cls, sign)
-                if kind == NAN:
-                    acc[s, o] = quiet_nan(ebits, mbits)
-                else:
-                    acc[s, o] = (np.uint64(sign) << np.uint64(ebits + mbits)) | np.uint64(
-                        ((1 << ebits) - 1) << mbits)
-                continue
-            for k0 in range(0, n, step):
+        if not pending[s].any():
+            continue
+        if _passes(ratio_a[s], widest):
+            row_sums(values_a[:, s].copy(), values_w, step, sums)
+            _add_sums(act, wgt, acc, out, s, sums, special_a[s], special_w, negate, infnan,
+                      ebits, mbits, pending[s])
+            continue
+        a_pieces, ratio_ap = np.empty((2, n)), np.empty((2, chunks))
+        split(values_a[:, s], step, a_pieces[0], a_pieces[1], ratio_ap[0], ratio_ap[1])
+        if _passes(ratio_ap[0], widest) and _passes(ratio_ap[1], widest):
+            _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, values_w.reshape(1, n, cols),
+                       ratio_w.reshape(1, cols, chunks), special_a[s], special_w, negate,
+                       infnan, ebits, mbits, step, pending[s])
+            continue
+        if not w_split:
+            for o in range(cols):
+                split(values_w[:, o], step, w_pieces[0, :, o], w_pieces[1, :, o],
+                      ratio_wp[0, o], ratio_wp[1, o])
+            w_split = True
+        _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_a[s],
+                   special_w, negate, infnan, ebits, mbits, step, pending[s])
+
+
+@jit
+def _widest(ratio_w):
+    """Per chunk, the largest exactness ratio of the weight columns."""
+    widest = np.zeros(ratio_w.shape[1])
+    for o in range(ratio_w.shape[0]):
+        for c in range(ratio_w.shape[1]):
+            widest[c] = max(widest[c], ratio_w[o, c])
+    return widest
+
+
+@jit
+def _passes(ratio_row, widest):
+    """Every chunk's sum with every weight column is known exact."""
+    for c in range(widest.shape[0]):
+        if ratio_row[c] * widest[c] >= EXACT_RATIO:
+            return False
+    return True
+
+
+@jit
+def _add_sums(act, wgt, acc, out, s, sums, special_s, special_w, negate, infnan, ebits, mbits,
+              cells):
+    """The ``cells`` of row ``s`` of ``multiply_into`` from its exact float64 chunk sums."""
+    for o in range(sums.shape[1]):
+        if not cells[o]:
+            continue
+        cur = acc[s, o]
+        if special_s or special_w[o] or _is_special(cur, ebits, mbits):
+            out[s, o] = _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits)
+            continue
+        for c in range(sums.shape[0]):
+            cur = _add_sum(cur, sums[c, o], ebits, mbits)
+            if _is_special(cur, ebits, mbits):
+                break  # an overflow to Inf stays Inf
+        out[s, o] = cur
+
+
+@jit
+def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, special_s,
+               special_w, negate, infnan, ebits, mbits, step, cells):
+    """The ``cells`` of row ``s`` of ``multiply_into`` from the float64 sums of each act piece
+    with each weight piece, where all are known exact, added in integer limbs; else
+    ``_add_exact``."""
+    n, cols = w_pieces.shape[1], w_pieces.shape[2]
+    chunks = ratio_ap.shape[1]
+    parts = np.empty((2, w_pieces.shape[0], chunks, cols))
+    for i in range(2):
+        for j in range(w_pieces.shape[0]):
+            row_sums(a_pieces[i], w_pieces[j], step, parts[i, j])
+    limbs = np.zeros(LIMBS, dtype=np.int64)
+    for o in range(cols):
+        if not cells[o]:
+            continue
+        cur = acc[s, o]
+        if special_s or special_w[o] or _is_special(cur, ebits, mbits):
+            out[s, o] = _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits)
+            continue
+        for c in range(chunks):
+            exact = True
+            for j in range(w_pieces.shape[0]):
+                exact = exact and max(ratio_ap[0, c], ratio_ap[1, c]) * ratio_wp[j, o, c] < \
+                    EXACT_RATIO
+            if exact:
                 limbs[:] = 0
-                k1 = min(n, k0 + step)  # slices: a loop from 0 vectorises, one from k0 does not
-                _dot(sa[s, k0:k1], ea[s, k0:k1], sw[o, k0:k1], ew[o, k0:k1], limbs)
+                for i in range(2):
+                    for j in range(w_pieces.shape[0]):
+                        _add_float_to_limbs(limbs, parts[i, j, c, o])
                 _add_to_limbs(limbs, cur, ebits, mbits)
                 cur = _round_limbs(limbs, ebits, mbits)
-                if unpack(cur, ebits, mbits)[0] == INF:
-                    break
-            acc[s, o] = cur
+            else:
+                cur = _add_exact(cur, act, wgt, s, o, c * step, min(n, (c + 1) * step), negate,
+                                 infnan, ebits, mbits)
+            if _is_special(cur, ebits, mbits):
+                break
+        out[s, o] = cur
+
+
+@jit
+def _add_exact(cur, act, wgt, s, o, k0, k1, negate, infnan, ebits, mbits):
+    """``cur`` plus the dot product of channels k0..k1-1 of act column ``s`` and weight column
+    ``o`` (finite), exact in integer limbs and rounded once."""
+    sa, ea = np.empty((1, k1 - k0), np.int64), np.empty((1, k1 - k0), np.int64)
+    sw, ew = np.empty((1, k1 - k0), np.int64), np.empty((1, k1 - k0), np.int64)
+    special = np.zeros(1, dtype=np.bool_)
+    _decode_operand(act[k0:k1, s:s + 1], 0, infnan, sa, ea, special)
+    _decode_operand(wgt[k0:k1, o:o + 1], negate, infnan, sw, ew, special)
+    limbs = np.zeros(LIMBS, dtype=np.int64)
+    _dot(sa[0], ea[0], sw[0], ew[0], limbs)
+    _add_to_limbs(limbs, cur, ebits, mbits)
+    return _round_limbs(limbs, ebits, mbits)
+
+
+@jit
+def _add_float_to_limbs(limbs, x):
+    """Add the float64 ``x``, a multiple of 2^-48, to the limbs (30 bits each from 2^-48)."""
+    if x == 0.0:
+        return
+    frac, e = math.frexp(abs(x))
+    sig = np.int64(frac * 9007199254740992.0)  # x = sig * 2^(e - 53)
+    shift = e - 53 - UNIT_EXP
+    if shift < 0:
+        sig >>= -shift  # only zeros: x is a multiple of 2^-48
+        shift = 0
+    q, r = shift // LIMB_BITS, shift % LIMB_BITS
+    negative = x < 0.0
+    low = (sig & ((np.int64(1) << (LIMB_BITS - r)) - 1)) << r
+    limbs[q] += -low if negative else low
+    sig >>= LIMB_BITS - r
+    while sig:
+        q += 1
+        low = sig & ((np.int64(1) << LIMB_BITS) - 1)
+        limbs[q] += -low if negative else low
+        sig >>= LIMB_BITS
+
+
+@jit
+def _is_special(cur, ebits, mbits):
+    """The accumulator bits hold Inf or NaN."""
+    top = (np.int64(1) << ebits) - 1
+    return (np.int64(cur >> np.uint64(mbits)) & top) == top
+
+
+@jit
+def _special_cell(act, wgt, s, o, negate, infnan, cur, ebits, mbits):
+    """A cell whose products or accumulator hold Inf/NaN: its Inf or the quiet NaN."""
+    cls, sign, _, _ = unpack(cur, ebits, mbits)
+    kind, sign = _special_sum(act, wgt, s, o, negate, infnan, cls, sign)
+    if kind == NAN:
+        return quiet_nan(ebits, mbits)
+    return (np.uint64(sign) << np.uint64(ebits + mbits)) | np.uint64(((1 << ebits) - 1) << mbits)
+
+
+def multiply(act, wgt, acc, negate, infnan, ebits, mbits, group):
+    """``multiply_into`` in place: ``acc[s, o] += sum_k act[k, s] * wgt[k, o]``."""
+    multiply_into(act, wgt, acc, acc, negate, infnan, ebits, mbits, group)
 
 
 def multiply_twin(act, wgt, acc, negate, infnan, ebits, mbits, group):
@@ -424,6 +671,38 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
 
 
 @jit
+def _convert_fast(x, b, kind, sc, ob, ebits, mbits, m_out, usr20):
+    """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells, from
+    the accumulator ``x``, the input bias ``b``, the scale ``sc`` and the output bias ``ob``
+    (finite values): ``(ok, bits)``, ``ok`` false unless ``t`` is zero or normal and the result
+    zero or normal below the top binade. ``t`` and the result are each one ``two_sum`` rounded
+    once (``round_two_sum``); ``s * X`` is exact (15 x 30 bits); IEEE signed zeros give Table
+    5's and the sums' zero signs."""
+    t = x
+    if b != 0.0:
+        s, err = two_sum(x, b)
+        t = 0.0
+        if s != 0.0:
+            ok, _, t = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+            if not ok:
+                return False, np.int64(0)
+    base = kind & 3
+    negative = math.copysign(1.0, t) < 0.0
+    if (base == 1 and not negative) or (base == 2 and negative):
+        t = 0.0
+    elif base == 3:
+        t = abs(t)
+    if kind >= 4:
+        t = -t
+    s, err = two_sum(sc * t, ob)
+    if s == 0.0:
+        return True, np.int64(1 << (EXP + m_out)) if math.copysign(1.0, s) < 0.0 else \
+            np.int64(0)
+    ok, y, _ = round_two_sum(s, err, np.int64(EXP), m_out, np.int64(30 if usr20 else 29))
+    return ok, np.int64(y)
+
+
+@jit
 def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf,
             usr20, usr21, ebits, mbits):
     """The convert transfer (section 2.3, chapter 5) of one accumulator into ``out``.
@@ -432,14 +711,38 @@ def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb
     ``out_bias``: the bias register fields of the 32 filters (raw bits, Table 4); ``prev``: the
     convert state before (feedback C'); ``out``: the new convert state, (5, 14) bits (uint32);
     ``shapes``: ``shape_table``; the rest are the convert Rs fields and USR[20], USR[21].
+
+    The filters' fields are decoded to float64 once (and the one under feedback per cell);
+    cells with finite values go to ``_convert_fast``, the others and those it declines to
+    ``convert_cell``.
     """
+    e5, m_cvt = np.int64(EXP), np.int64(M_CVT)  # typed, not literal: one specialisation
+    m_out = np.int64(M_CVT if rnd else M_FP16)
+    cols = acc.shape[1]
+    values, ok = np.empty((3, cols)), np.zeros((3, cols), dtype=np.bool_)
+    for o in range(cols):
+        ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, np.int64(M_IN_BIAS))
+        ok[1, o], values[1, o] = finite_value(np.int64(scale[o]), e5, m_cvt)
+        ok[2, o], values[2, o] = finite_value(np.int64(out_bias[o]), e5, m_cvt)
     for s in range(acc.shape[0]):
-        for o in range(acc.shape[1]):
+        for o in range(cols):
             sc, ob = scale[o], out_bias[o]
+            ok_s, sc_value, ok_o, ob_value = ok[1, o], values[1, o], ok[2, o], values[2, o]
             if fb_dest == 1:
                 ob = limit(ob, prev[s, o], fb_op, usr20)
+                ok_o, ob_value = finite_value(np.int64(ob), e5, m_cvt)
             elif fb_dest == 2:
                 sc = limit(sc, prev[s, o], fb_op, usr20)
-            out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob, ebits,
-                                     mbits, rnd, ovf, usr20, usr21)
-
+                ok_s, sc_value = finite_value(np.int64(sc), e5, m_cvt)
+            done, x = finite_value(np.int64(acc[s, o]), ebits, mbits)
+            y = np.int64(0)
+            if done and ok[0, o] and ok_s and ok_o:
+                done, y = _convert_fast(x, values[0, o], shapes[shape[o]], sc_value, ob_value,
+                                        ebits, mbits, m_out, usr20)
+            else:
+                done = False
+            if done:
+                out[s, o] = y if rnd else y << 4
+            else:
+                out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob,
+                                         ebits, mbits, rnd, ovf, usr20, usr21)
