@@ -47,8 +47,8 @@ def reference(machine, program: SmeProgram, numerics=True) -> np.ndarray:
 def interpret(machine, program: SmeProgram, numerics=True) -> np.ndarray:
     moved = np.zeros(len(program), np.int64)
     decoded = interpreter.decode(program.words)
-    assert interpreter.run(machine.state, program, decoded, 0, len(program), numerics,
-                           machine.params, moved) == len(program)
+    runner = interpreter.Runner(machine.state, program, decoded, numerics, machine.params, moved)
+    assert runner.run(0, len(program)) == len(program)
     return moved
 
 
@@ -287,9 +287,10 @@ def test_run_stops_at_a_vector_routine_and_resumes():
     assert decoded.column("kind").tolist() == [interpreter.KIND[k] for k in (
         "smstart", "movw", "routine", "movw")]
     moved = np.zeros(4, np.int64)
-    assert interpreter.run(m.state, program, decoded, 0, 4, True, m.params, moved) == 2
+    runner = interpreter.Runner(m.state, program, decoded, True, m.params, moved)
+    assert runner.run(0, 4) == 2
     assert m.state.x[0] == 1 and m.state.x[1] == 0
-    assert interpreter.run(m.state, program, decoded, 3, 4, True, m.params, moved) == 4
+    assert runner.run(3, 4) == 4
     assert m.state.x[1] == 2
 
 

@@ -53,6 +53,7 @@ class Checkpoints:
         self.raw: dict[int, np.ndarray] = {}
         self.pending: dict[int, int] = {}
         self.by_op: dict[int, list[int]] = {}
+        self._ops: dict[int, list[int]] = {}
         for layer, cp in lowered.checkpoints.items():
             if not cp.writers:
                 self._snap(layer)
@@ -64,10 +65,15 @@ class Checkpoints:
             if not cp.writers:
                 continue
             ops = np.flatnonzero(np.isin(tags, np.fromiter(cp.writers, np.int64)))
+            self._ops[layer] = ops.tolist()
             self.pending[layer] = len(ops)
             for op in ops.tolist():
                 self.by_op.setdefault(op, []).append(layer)
         return set(self.by_op)
+
+    def stops(self, table) -> set[int]:
+        """In program order, each layer's output is complete after its last writer op."""
+        return {max(ops) for ops in self._ops.values() if ops}
 
     def done(self, op: int) -> None:
         for layer in self.by_op[op]:

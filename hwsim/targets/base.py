@@ -92,7 +92,8 @@ class Machine:
             engine: str | None = None, watcher=None) -> Result:
         """Run a trace (text, a path, a read ``Trace``, or a program built in Python).
         ``numerics=False``: timing only; ``engine``: ``simpy`` or ``compiled`` (default);
-        ``watcher``: told when ops finish (``watch(table)`` -> op indices, ``done(op)``)."""
+        ``watcher``: told when ops finish (``watch(table)`` -> op indices, ``done(op)``,
+        ``stops(table)``: see ``Effects``)."""
         engine = engine or "compiled"
         if engine not in ENGINES:
             raise ConfigError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
@@ -131,8 +132,8 @@ class Machine:
     def _simulate(self, program, numerics: bool, engine: str, progress, watcher) -> Result:
         in_order = engine == "compiled" and self.in_order
         table, actions = self.compile(program, numerics, actions=not in_order)
-        watch = watcher.watch(table) if watcher is not None else ()
-        effects = Effects(actions or {}, watch, watcher.done if watcher is not None else None)
+        effects = Effects(actions or {}) if watcher is None else Effects(
+            actions or {}, watcher.watch(table), watcher.done, watcher.stops(table))
         if engine == "simpy":
             records = reference.simulate(table, effects, progress)
         elif in_order:

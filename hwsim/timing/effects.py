@@ -25,12 +25,15 @@ import numpy as np
 
 class Effects:
     """``actions``: op -> action; ``done(op)`` is called for the ops in ``watch`` once their
-    last effect has been applied (at their start when they have no commit)."""
+    last effect has been applied (at their start when they have no commit). A machine that runs
+    its semantics in program order need only pause at ``stops`` (default: every watched op),
+    the ops after which the watcher must see the state before anything else runs."""
 
     def __init__(self, actions: dict, watch=frozenset(),
-                 done: Callable[[int], None] | None = None):
+                 done: Callable[[int], None] | None = None, stops=None):
         self.actions = actions
         self.watch = frozenset(watch) if done is not None else frozenset()
+        self.stops = self.watch if stops is None or done is None else frozenset(stops)
         self.done = done
         self._due: list = []              # (ready, rank, op, commit)
 

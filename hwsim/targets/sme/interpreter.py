@@ -465,25 +465,39 @@ def _kernels(decoded: Decoded, numerics: bool, params) -> np.ndarray:
     return np.array([f.address for f in functions], np.int64)
 
 
-def run(state, program, decoded: Decoded, start: int, stop: int, numerics: bool, params,
-        moved: np.ndarray) -> int:
-    """Run ``program`` from ``start`` until ``stop`` or its first vector routine, whichever comes
-    first, and return that position (the routine's index, or ``stop``). ``moved`` (int64, one
-    per instruction) receives the bytes each memory instruction moved. A memory fault raises the
-    ``ProgramError`` ``semantics`` raises, after the instructions before it."""
-    if numerics and not host_is_ieee():
-        raise HwsimError("this thread's float32 arithmetic flushes denormals (x86 MXCSR FTZ/DAZ, "
-                         "set by another library); the exact SME outer products need it off")
-    fault = np.zeros(2, np.int64)
-    status, at = execute(decoded.table, decoded.index, start, stop, state.z, state.p, state.za,
-                         state.x, state.control, state.mem.data, state.mem.base, numerics,
-                         features(params), moved, fault, _kernels(decoded, numerics, params))
-    if status == FAULT:
-        address, nbytes = int(fault[0]) & semantics.MASK64, int(fault[1])
-        try:
-            state.mem.view(address, nbytes)
-        except HwsimError as exc:
-            word = int(program.words[at])
-            raise ProgramError(f"{program.loc(at)}: {sme.disassemble(word)}: {exc}") from None
-        raise AssertionError(f"instruction {at}: fault at {address:#x} not confirmed")
-    return at
+class Runner:
+    """One program run: what the compiled loop needs, prepared once (the kernels' addresses,
+    the architecture features, the host check); ``run`` then costs a call of the loop."""
+
+    def __init__(self, state, program, decoded: Decoded, numerics: bool, params,
+                 moved: np.ndarray):
+        if numerics and not host_is_ieee():
+            raise HwsimError("this thread's float32 arithmetic flushes denormals (x86 MXCSR "
+                             "FTZ/DAZ, set by another library); the exact SME outer products "
+                             "need it off")
+        self.state, self.program, self.decoded, self.moved = state, program, decoded, moved
+        self.numerics = numerics
+        self.features = features(params)
+        self.kernels = _kernels(decoded, numerics, params)
+        self.fault = np.zeros(2, np.int64)
+
+    def run(self, start: int, stop: int) -> int:
+        """Run from ``start`` until ``stop`` or the first vector routine, whichever comes first,
+        and return that position (the routine's index, or ``stop``). ``moved`` (int64, one per
+        instruction) receives the bytes each memory instruction moved. A memory fault raises the
+        ``ProgramError`` ``semantics`` raises, after the instructions before it."""
+        st, d = self.state, self.decoded
+        status, at = execute(d.table, d.index, start, stop, st.z, st.p, st.za, st.x, st.control,
+                             st.mem.data, st.mem.base, self.numerics, self.features,
+                             self.moved, self.fault, self.kernels)
+        if status == FAULT:
+            address, nbytes = int(self.fault[0]) & semantics.MASK64, int(self.fault[1])
+            try:
+                st.mem.view(address, nbytes)
+            except HwsimError as exc:
+                word = int(self.program.words[at])
+                raise ProgramError(f"{self.program.loc(at)}: {sme.disassemble(word)}: "
+                                   f"{exc}") from None
+            raise AssertionError(f"instruction {at}: fault at {address:#x} not confirmed")
+        return at
+

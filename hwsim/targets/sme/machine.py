@@ -245,14 +245,16 @@ class SmeMachine(Machine):
     def execute(self, program: SmeProgram, table, numerics: bool, effects) -> None:
         """The program in program order, compiled (``interpreter``), the routines between its
         pieces in Python; fills in the bytes each memory instruction moved. Watched ops are
-        reported done as the program passes them."""
-        d = self.decoded(program)
+        reported done as the program passes the stops (``Effects.stops``)."""
         moved = np.zeros(len(program), np.int64)
-        watch = sorted(effects.watch)
-        w, i, n = 0, 0, len(program)
+        runner = interpreter.Runner(self.state, program, self.decoded(program), numerics,
+                                    self.params, moved)
+        watch, stops = sorted(effects.watch), sorted(effects.stops)
+        w = s = i = 0
+        n = len(program)
         while i < n:
-            stop = watch[w] + 1 if w < len(watch) else n
-            at = interpreter.run(self.state, program, d, i, stop, numerics, self.params, moved)
+            stop = stops[s] + 1 if s < len(stops) else n
+            at = runner.run(i, stop)
             i = at
             if at < stop:                   # a routine: its outputs land before the next op
                 if numerics:
@@ -260,6 +262,8 @@ class SmeMachine(Machine):
                     if commit is not None:
                         commit()
                 i = at + 1
+            while s < len(stops) and stops[s] < i:
+                s += 1
             while w < len(watch) and watch[w] < i:
                 effects.done(watch[w])
                 w += 1
