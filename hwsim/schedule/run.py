@@ -154,20 +154,43 @@ class Spans:
 
     rows: np.ndarray
     layers: np.ndarray
-    amounts: np.ndarray = None      # bytes of transfers
 
 
-def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
+@numba.njit(cache=True, nogil=True)
+def _runs(starts, ends, layers):
+    """Consecutive intervals of one layer that overlap or touch, merged (each unit and port
+    lists its intervals in order, so a layer's ops mostly form one run): the same activity in
+    far fewer rows."""
+    n = len(starts)
+    out_start = np.empty(n, np.int64)
+    out_end = np.empty(n, np.int64)
+    out_layer = np.empty(n, np.int64)
+    m = -1
+    for i in range(n):
+        if ends[i] <= starts[i]:
+            continue
+        if m >= 0 and layers[i] == out_layer[m] and starts[i] <= out_end[m]:
+            if ends[i] > out_end[m]:
+                out_end[m] = ends[i]
+            continue
+        m += 1
+        out_start[m], out_end[m], out_layer[m] = starts[i], ends[i], layers[i]
+    return out_start[:m + 1], out_end[:m + 1], out_layer[:m + 1]
+
+
+def _logs(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> tuple[dict, dict]:
+    """The activity of every unit and port as ``Spans`` (by ``kind:name:class``), and the
+    bytes each port moved for each layer."""
     records = result.records
     table = records.table
     layer_of = np.append(np.asarray(lowered.layer_of, np.int64), -1)
 
-    def spans(start, cycles, tags, amounts=None) -> Spans:
-        rows = np.stack([start, start + np.maximum(cycles, 0)], axis=1)
-        rows = np.minimum(rows, result.cycles)   # a transfer may outlast the last op
-        return Spans(rows, layer_of[tags], amounts)
+    def spans(start, cycles, tags) -> Spans:
+        end = np.minimum(start + np.maximum(cycles, 0), result.cycles)  # transfers may outlast
+        start, end, layers = _runs(np.minimum(start, result.cycles), end, layer_of[tags])
+        return Spans(np.stack([start, end], axis=1), layers)
 
-    out = {}
+    out, moved = {}, {}
     for u, unit in enumerate(table.units):
         kind = "compute" if unit.name in lowering.compute_units else "other"
         ops = np.flatnonzero(table.unit == u)
@@ -177,9 +200,12 @@ def _logs(result, lowered: Lowered, lowering: Lowering) -> dict[str, Spans]:
     for p, port in enumerate(table.ports):
         kind = "movement" if port.name in lowering.movement_ports else "port"
         log = records.port_log(p)
-        out[f"port:{port.name}:{kind}"] = spans(log[:, 0], log[:, 1], log[:, 3],
-                                                log[:, 2].astype(float))
-    return out
+        out[f"port:{port.name}:{kind}"] = spans(log[:, 0], log[:, 1], log[:, 3])
+        layers = layer_of[log[:, 3]]
+        good = layers >= 0
+        moved[port.name] = np.bincount(layers[good], log[good, 2].astype(float),
+                                       minlength=n_layers)
+    return out, moved
 
 
 CLASSES = ("compute", "movement", "other")
@@ -292,7 +318,7 @@ def _by_layer(spans: Spans, n_layers: int) -> list[np.ndarray]:
 
 def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> dict:
     """Per-layer timing and traffic, and the run's totals (module docstring)."""
-    logs = _logs(result, lowered, lowering)
+    logs, moved = _logs(result, lowered, lowering, n_layers)
     by_class = _exclusive(logs, n_layers, result.cycles)
     cycles = by_class.sum(axis=0)
     compute = _joined(logs, ":compute")
@@ -308,11 +334,8 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
     nbytes = {level: np.zeros(n_layers) for level in lowering.levels}
     for level, ports in lowering.levels.items():
         for port in ports:
-            s = logs.get(f"port:{port}:movement", logs.get(f"port:{port}:port"))
-            if s is not None and len(s.layers):
-                good = s.layers >= 0
-                nbytes[level] += np.bincount(s.layers[good], s.amounts[good],
-                                             minlength=n_layers)
+            if port in moved:
+                nbytes[level] += moved[port]
     peaks = {u.name: u.peak_macs for u in result.records.table.units}
     rows = []
     for layer in range(n_layers):
