@@ -33,7 +33,6 @@ from hwsim.timing.optable import DEP_PART, DEP_READ, TRAFFIC_PAY, TRAFFIC_RECORD
 from hwsim.timing.records import Records
 
 jit = numba.njit(cache=True, nogil=True)
-inline = numba.njit(cache=True, nogil=True, inline="always")   # helpers of the hot loop
 
 RAW, NEW_RUN = 1, 2          # edge flags
 
@@ -110,86 +109,8 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
     return ptr, dep[:m], flags[:m], reason[:m]
 
 
-# -- the per-unit heap of ready times of transfers in flight (decoupled units) -------------------
-@inline
-def _heap_push(h, size, value):
-    k = size
-    h[k] = value
-    while k > 0:
-        parent = (k - 1) >> 1
-        if h[parent] <= h[k]:
-            break
-        h[parent], h[k] = h[k], h[parent]
-        k = parent
-    return size + 1
-
-
-@inline
-def _heap_pop(h, size):
-    size -= 1
-    h[0] = h[size]
-    k = 0
-    while True:
-        child = 2 * k + 1
-        if child >= size:
-            break
-        if child + 1 < size and h[child + 1] < h[child]:
-            child += 1
-        if h[k] <= h[child]:
-            break
-        h[k], h[child] = h[child], h[k]
-        k = child
-    return size
-
-
 # state[...] scalar slots
 FE, FE_TIME, FE_WAIT, STARTED, IV_COUNT, LAST = range(6)
-
-
-@inline
-def _resolve(e, t_take, ptr, dep, flags, reason, started, S, R, scan, wait_head, wait_next,
-             unit, in_flight, pend, pend_size, stalls, inflight_reason, cand_t, cand_op):
-    """Op ``e`` is taken at ``t_take``: resolve it if its dependencies have all started (else
-    wait on the first that has not) and make it its unit's candidate."""
-    k = scan[e]
-    end = ptr[e + 1]
-    while k < end:
-        d = dep[k]
-        if not started[d]:
-            scan[e] = k
-            wait_next[e] = wait_head[d]
-            wait_head[d] = e
-            return
-        k += 1
-    scan[e] = k
-    u = unit[e]
-    t = t_take
-    run_max = np.int64(-1)
-    run_reason = -1
-    for k in range(ptr[e], end):
-        if flags[k] & NEW_RUN:
-            if run_max > t:
-                stalls[u, run_reason] += run_max - t
-                t = run_max
-            run_max = np.int64(-1)
-            run_reason = reason[k]
-        d = dep[k]
-        v = R[d] if flags[k] & RAW else S[d]
-        if v > run_max:
-            run_max = v
-    if run_max > t:
-        stalls[u, run_reason] += run_max - t
-        t = run_max
-    if in_flight[u] > 0:
-        h = pend[u]
-        while pend_size[u] > 0 and h[0] <= t:
-            pend_size[u] = _heap_pop(h, pend_size[u])
-        if pend_size[u] >= in_flight[u]:
-            stalls[u, inflight_reason] += h[0] - t
-            t = h[0]
-            pend_size[u] = _heap_pop(h, pend_size[u])
-    cand_t[u] = t
-    cand_op[u] = e
 
 
 @jit
@@ -199,10 +120,13 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
          port_width, port_latency, group_ptr, group_ports, ptr, dep, flags, reason,
          nkinds, nports, inflight_reason, static_base, traffic_reason,
          D, P, S, E, R, rank, started, dispatched, scan, wait_head, wait_next, cand_t, cand_op,
-         dcount, pend, pend_size, free_at, x_start, x_cycles, x_port, busy, ops, umacs, stalls,
-         iv):
+         dcount, pend, pend_cap, pend_size, free_at, x_start, x_cycles, x_port, busy, ops, umacs,
+         stalls, todo, iv):
+    """Start up to ``budget`` ops (module docstring). Everything is written inline, without
+    helper functions taking arrays: each such call costs a reference count per array."""
     nunits = len(depth)
     iv_count = state[IV_COUNT]
+    ntodo = 0             # taken ops to resolve (``todo``: a stack)
     while budget > 0:
         # the front end: dispatch while it can decide
         while state[FE] < n:
@@ -226,11 +150,65 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
             pred = unit_prev[f]
             if pred < 0 or started[pred]:
                 P[f] = D[f] if pred < 0 else max(D[f], E[pred])
-                _resolve(f, P[f], ptr, dep, flags, reason, started, S, R, scan, wait_head,
-                         wait_next, unit, in_flight, pend, pend_size, stalls, inflight_reason,
-                         cand_t, cand_op)
+                todo[ntodo] = f
+                ntodo += 1
             state[FE] = f + 1
             state[FE_WAIT] = -1
+        # resolve the taken ops: wait on a dependency that has not started, or become the
+        # unit's candidate at the start their dependencies and transfers in flight allow
+        while ntodo > 0:
+            ntodo -= 1
+            e = todo[ntodo]
+            k = scan[e]
+            last = ptr[e + 1]
+            while k < last and started[dep[k]]:
+                k += 1
+            scan[e] = k
+            if k < last:
+                d = dep[k]
+                wait_next[e] = wait_head[d]
+                wait_head[d] = e
+                continue
+            u = unit[e]
+            t = P[e]
+            run_max = np.int64(-1)
+            run_reason = -1
+            for k in range(ptr[e], last):
+                if flags[k] & NEW_RUN:
+                    if run_max > t:
+                        stalls[u, run_reason] += run_max - t
+                        t = run_max
+                    run_max = np.int64(-1)
+                    run_reason = reason[k]
+                d = dep[k]
+                v = R[d] if flags[k] & RAW else S[d]
+                if v > run_max:
+                    run_max = v
+            if run_max > t:
+                stalls[u, run_reason] += run_max - t
+                t = run_max
+            if in_flight[u] > 0:        # its heap of ready times: drop what landed, wait if full
+                base = u * pend_cap
+                while pend_size[u] > 0 and (pend[base] <= t or pend_size[u] >= in_flight[u]):
+                    if pend[base] > t:
+                        stalls[u, inflight_reason] += pend[base] - t
+                        t = pend[base]
+                    size = pend_size[u] - 1
+                    pend[base] = pend[base + size]
+                    h = 0
+                    while True:
+                        child = 2 * h + 1
+                        if child >= size:
+                            break
+                        if child + 1 < size and pend[base + child + 1] < pend[base + child]:
+                            child += 1
+                        if pend[base + h] <= pend[base + child]:
+                            break
+                        pend[base + h], pend[base + child] = pend[base + child], pend[base + h]
+                        h = child
+                    pend_size[u] = size
+            cand_t[u] = t
+            cand_op[u] = e
         # the next op to start: the smallest (start, index) among the units' candidates
         best = -1
         for u in range(nunits):
@@ -253,8 +231,8 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
             stalls[u, static_base + stall_reason[j]] += stall[j]
         if tr_kind[j] == TRAFFIC_PAY:
             extra, iv, iv_count = traffic.pay(
-                iv, iv_count, tr_master[j], t, cycles[j], acc_words[acc_ptr[j]:acc_ptr[j + 1]],
-                acc_count[acc_ptr[j]:acc_ptr[j + 1]], tr_words[j], banks)
+                iv, iv_count, tr_master[j], t, cycles[j], acc_words, acc_count, acc_ptr[j],
+                acc_ptr[j + 1], tr_words[j], banks)
             if extra > 0:
                 stalls[u, traffic_reason] += extra
                 end += extra
@@ -291,8 +269,17 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
         E[j], R[j] = end, ready
         if ready > state[LAST]:
             state[LAST] = ready
-        if in_flight[u] > 0:
-            pend_size[u] = _heap_push(pend[u], pend_size[u], ready)
+        if in_flight[u] > 0:            # onto its heap of ready times
+            base = u * pend_cap
+            h = pend_size[u]
+            pend[base + h] = ready
+            while h > 0:
+                parent = (h - 1) >> 1
+                if pend[base + parent] <= pend[base + h]:
+                    break
+                pend[base + parent], pend[base + h] = pend[base + h], pend[base + parent]
+                h = parent
+            pend_size[u] += 1
         busy[u] += cycles[j]
         ops[u] += 1
         umacs[u] += macs[j]
@@ -300,17 +287,14 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
         y = unit_next[j]
         if y >= 0 and dispatched[y]:
             P[y] = max(D[y], end)
-            _resolve(y, P[y], ptr, dep, flags, reason, started, S, R, scan, wait_head,
-                     wait_next, unit, in_flight, pend, pend_size, stalls, inflight_reason,
-                     cand_t, cand_op)
+            todo[ntodo] = y
+            ntodo += 1
         w = wait_head[j]
         wait_head[j] = -1
         while w >= 0:
-            after = wait_next[w]
-            _resolve(w, P[w], ptr, dep, flags, reason, started, S, R, scan, wait_head,
-                     wait_next, unit, in_flight, pend, pend_size, stalls, inflight_reason,
-                     cand_t, cand_op)
-            w = after
+            todo[ntodo] = w
+            ntodo += 1
+            w = wait_next[w]
     state[IV_COUNT] = iv_count
     return iv
 
@@ -364,7 +348,8 @@ class Core:
         self.cand_t = np.zeros(nunits, np.int64)
         self.cand_op = np.full(nunits, -1, np.int64)
         self.dcount = np.zeros(nunits, np.int64)
-        self.pend = np.zeros((nunits, int(self.in_flight.max(initial=0)) + 2), np.int64)
+        self.pend_cap = int(self.in_flight.max(initial=0)) + 2
+        self.pend = np.zeros(nunits * self.pend_cap, np.int64)
         self.pend_size = np.zeros(nunits, np.int64)
         self.free_at = np.zeros(nports, np.int64)
         nx = len(t.xfer_port)
@@ -372,6 +357,7 @@ class Core:
         self.busy, self.ops, self.macs = (np.zeros(nunits, np.int64) for _ in range(3))
         self.stalls = np.zeros((nunits, self.traffic_reason + 1), np.int64)
         self.iv = traffic.intervals()
+        self.todo = np.empty(n + 1, np.int64)
 
     def advance(self, budget: int) -> bool:
         """Start up to ``budget`` ops; True when every op has started."""
@@ -387,8 +373,8 @@ class Core:
             len(t.ports), self.inflight_reason, self.static_base, self.traffic_reason,
             self.D, self.P, self.S, self.E, self.R, self.rank, self.started, self.dispatched,
             self.scan, self.wait_head, self.wait_next, self.cand_t, self.cand_op, self.dcount,
-            self.pend, self.pend_size, self.free_at, self.x_start, self.x_cycles, self.x_port,
-            self.busy, self.ops, self.macs, self.stalls, self.iv)
+            self.pend, self.pend_cap, self.pend_size, self.free_at, self.x_start, self.x_cycles, self.x_port,
+            self.busy, self.ops, self.macs, self.stalls, self.todo, self.iv)
         return self.state[STARTED] == self.n
 
     def records(self) -> Records:

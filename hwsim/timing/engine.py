@@ -266,7 +266,7 @@ class Engine:
             lo, hi = t.acc_ptr[j], t.acc_ptr[j + 1]
             stall, self.iv, self.iv_count = traffic.pay(
                 self.iv, self.iv_count, int(t.traffic_master[j]), now, int(t.cycles[j]),
-                t.acc_words[lo:hi], t.acc_count[lo:hi], float(t.traffic_words[j]),
+                t.acc_words, t.acc_count, lo, hi, float(t.traffic_words[j]),
                 float(max(t.traffic_banks, 1)))
             if stall > 0:
                 self.stalls[int(t.unit[j]), self.reason_traffic] += stall

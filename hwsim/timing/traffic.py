@@ -46,9 +46,9 @@ def record(iv, count, master, start, cycles, words):
 
 
 @jit
-def pay(iv, count, master, start, cycles, acc_words, acc_count, total_words, banks):
-    """The conflict cycles of an op starting now, which then records its own traffic:
-    (stall, intervals, count)."""
+def pay(iv, count, master, start, cycles, acc_words, acc_count, lo, hi, total_words, banks):
+    """The conflict cycles of an op starting now, making the accesses ``lo:hi`` of the
+    pattern arrays, which then records its own traffic: (stall, intervals, count)."""
     kept = 0
     for k in range(count):            # drop what ended; keep the order of the rest
         if iv[k, 1] > start:
@@ -66,7 +66,7 @@ def pay(iv, count, master, start, cycles, acc_words, acc_count, total_words, ban
     if other != 0.0:
         rho = other / window
         expected = 0.0
-        for a in range(len(acc_words)):
+        for a in range(lo, hi):
             expected += acc_count[a] * min(1.0, acc_words[a] * rho / banks)
         stall = np.int64(np.rint(expected))
     iv, count = record(iv, count, master, start, cycles + stall, total_words)
