@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from hwsim.isa.hmx import BIAS_REG, CVT_RS
 from hwsim.targets.hmx import exact64 as X
@@ -246,6 +246,9 @@ def oracle_convert(case):
 
 @settings(max_examples=1500, deadline=None)
 @given(case=convert_case())
+@example(case=dict(acc=1 << 36, bias=dict(input_bias=0, shape=0, scale=0, output_bias=0x80000),
+                   prev=0, rs=dict(rnd=0, ovf=0, fb_op=0, fb_dest=0), fmt=(6, 30), usr20=0,
+                   usr21=0, row3="abs"))  # -0 + +0 is +0
 def test_convert_matches_oracle(case):
     assert run_convert(N.convert, case) == oracle_convert(case)
 

@@ -678,7 +678,7 @@ def _convert_fast(x, b, kind, sc, ob, ebits, mbits, m_out, usr20):
     zero or normal below the top binade. ``t`` and the result are each one ``two_sum`` rounded
     once (``round_two_sum``); ``s * X`` is exact (15 x 30 bits); IEEE signed zeros give Table
     5's and the sums' zero signs."""
-    t = x
+    t = x + b  # exact when b is zero, with IEEE's sign of x + b for a zero x
     if b != 0.0:
         s, err = two_sum(x, b)
         t = 0.0
