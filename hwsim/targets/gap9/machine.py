@@ -32,7 +32,7 @@ from hwsim.memory.dma import Copy, Dma
 from hwsim.memory.space import AddressSpace
 from hwsim.targets.base import Machine
 from hwsim.targets.gap9 import kernels
-from hwsim.targets.gap9.ne16_datapath import run_job
+from hwsim.targets.gap9 import ne16_kernel
 from hwsim.targets.gap9.ne16_job import Ne16Job
 from hwsim.targets.gap9.ne16_timing import job_states, job_totals
 from hwsim.targets.gap9.params import PARAMS
@@ -249,14 +249,14 @@ def _job_ops(run: _Run, job: Ne16Job, ctx: int, loc: Location) -> None:
         if not run.numerics:
             return
         try:
-            result["writes"] = run_job(job, m.spaces["l1"], t.ne16_bias_add, t.ne16_rounding)
+            result["commit"] = ne16_kernel.start(job, m.spaces["l1"], t.ne16_bias_add,
+                                                 t.ne16_rounding)
         except HwsimError as exc:
             raise ProgramError(f"{loc}: {exc}") from None
 
     def write_back() -> None:
-        if "writes" in result:
-            offsets, data = result.pop("writes")
-            m.spaces["l1"].data[offsets] = data
+        if "commit" in result:
+            result.pop("commit")()
         m.ne16_holding[ctx] = False
 
     reads = (("commit job", job.index),)

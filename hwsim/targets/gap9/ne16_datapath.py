@@ -27,6 +27,9 @@ the same signatures compute the same in int64 numpy.
 Every address a job touches is its pointer register plus an offset that depends only on the
 other registers, so the offsets, masks and store order are worked out once per job signature
 (``Ne16Job.signature``) and reused by the tiles of a layer; the bytes are read every time.
+
+The machine runs the compiled datapath ``ne16_kernel`` (one numba call per job); this module is
+its numpy twin, the reference the tests compare it against in every mode.
 """
 
 from __future__ import annotations

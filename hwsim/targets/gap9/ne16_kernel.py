@@ -1,0 +1,490 @@
+"""The NE16 datapath compiled: one numba function computes a job straight from the L1 bytes.
+
+``start(job, l1, bias_add, rounding)`` reads everything a job reads when it starts (weights,
+input patches, streamin words, scale, shift and bias) and returns the commit that stores its
+outputs, exactly as ``ne16_datapath.run_job`` does (its numpy twin: the same streamer address
+arithmetic and arithmetic, and the sources, are documented there; the tests compare the two over
+every mode). The differences are how, not what:
+
+* one compiled call per job walks the registers' strides over the L1 bytes instead of gathering
+  through index plans; the job's modes and geometry are one small integer array per job
+  signature (``Ne16Job.signature``), the pointers are passed as they are;
+* only the outputs the streamer stores are computed (positions past a patch's remainder, the
+  skipped positions of strided mode and channels past the k_out remainder are not), and the
+  commit writes them in streamer order (so a later store to the same byte wins, as there);
+* a job that reads or writes outside L1 is handed to the twin, which raises the fault naming the
+  stream (the kernel checks the same bytes the twin gathers).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from hwsim.memory.space import AddressSpace
+from hwsim.targets.gap9.ne16_datapath import run_job
+from hwsim.targets.gap9.ne16_job import Ne16Job
+
+# The job's modes and geometry (``_params``), by index; pointers by register index.
+(NB_KO, NB_KI, NB_HO, NB_WO, REM_KO, REM_KI, REM_HO, REM_WO, REM_HI, REM_WI, FILTER, MODE16,
+ STRIDED, STREAMIN, QUANT, RELU, NORM_BIAS, NORM_SHIFT, SHIFT, NO_ROUND, OUT_BITS, NORM_BITS,
+ QW, W_OFFSET, PAD_T, PAD_B, PAD_L, PAD_R, PAD_VALUE, MASK_T, MASK_R, MASK_B, MASK_L, IN_D0,
+ IN_D1, OUT_D0, OUT_D1, OUT_D2, W_D0, W_D1, W_D2, PARAMS) = range(42)
+CONV, DEPTHWISE, POINTWISE, LINEAR = range(4)
+W_PTR, IN_PTR, OUT_PTR, SCALE_PTR, SHIFT_PTR, BIAS_PTR = range(6)
+OK, FAULT = 0, 1
+_LIMIT = 2048
+
+
+def params(job: Ne16Job) -> np.ndarray:
+    """The int64 words the kernel reads (indices above), cached per job signature."""
+    found = _PARAMS.get(job.signature)
+    if found is None:
+        if len(_PARAMS) >= _LIMIT:
+            _PARAMS.clear()
+        found = _PARAMS[job.signature] = _params(job)
+    return found
+
+
+_PARAMS: dict = {}
+
+
+def _params(job: Ne16Job) -> np.ndarray:
+    c, p, m = job.config, job.pad, job.mask
+    mode = LINEAR if job.linear else (DEPTHWISE if job.depthwise else
+                                      (POINTWISE if job.pointwise else CONV))
+    words = [job.nb_ko, job.nb_ki, job.nb_ho, job.nb_wo, job.rem_ko, job.rem_ki, job.rem_ho,
+             job.rem_wo, job.rem_hi, job.rem_wi, mode, job.mode16, job.strided, job.streamin,
+             job.quant, job.relu, c["norm_bias"], c["norm_shift"], c["shift"], c["no_round"],
+             job.out_bits, job.norm_bits, job.weight_bits, job.weight_offset, p["top"],
+             p["bottom"], p["left"], p["right"], p["value"], m["top"], m["right"], m["bottom"],
+             m["left"]]
+    words += [job.reg(name) for name in ("INFEAT_D0_STRIDE", "INFEAT_D1_STRIDE",
+                                         "OUTFEAT_D0_STRIDE", "OUTFEAT_D1_STRIDE",
+                                         "OUTFEAT_D2_STRIDE", "WEIGHTS_D0_STRIDE",
+                                         "WEIGHTS_D1_STRIDE", "WEIGHTS_D2_STRIDE")]
+    assert len(words) == PARAMS
+    return np.array(words, np.int64)
+
+
+def start(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: str = "none"):
+    """Compute ``job`` from L1 now; returns the commit that stores its outputs."""
+    g = params(job)
+    regs = job.regs
+    status, values = compute(l1.data, l1.base, g, regs[W_PTR], regs[IN_PTR], regs[OUT_PTR],
+                             regs[SCALE_PTR], regs[SHIFT_PTR], regs[BIAS_PTR],
+                             bias_add == "saturate", rounding == "config0")
+    if status != OK:
+        offsets, data = run_job(job, l1, bias_add, rounding)     # raises the fault
+        return lambda: l1.data.__setitem__(offsets, data)
+    out = regs[OUT_PTR] - l1.base
+    return lambda: store(l1.data, out, g, values)
+
+
+# -- the kernel ----------------------------------------------------------------------------------
+# A bit-plane byte spread over its 8 channels: lane b (bits 8b..8b+7) of _SPREAD[v] is bit b of
+# v. Lanes hold at most 8 weight bits, so planes shifted by their bit number add without carry.
+_SPREAD = np.array([sum(((v >> b) & 1) << (8 * b) for b in range(8)) for v in range(256)],
+                   np.int64)
+
+
+@numba.njit(cache=True, inline="always")
+def _last(index, count, rem, full):
+    """Size of subtile ``index`` of ``count``: the remainder for the last one, if any."""
+    return rem if index == count - 1 and rem != 0 else full
+
+
+@numba.njit(cache=True, inline="always")
+def _wrap(value, bits):
+    low = value & ((np.int64(1) << bits) - 1)
+    return low - (np.int64(1) << bits) if low >> (bits - 1) else low
+
+
+@numba.njit(cache=True, inline="always")
+def _lane(lanes, c):
+    return (lanes >> (8 * c)) & 0xFF
+
+
+@numba.njit(cache=True)
+def _tap_mask(g):
+    """1 for the 3x3 taps FILTER_MASK leaves enabled."""
+    mask = np.ones(9, np.int32)
+    for t in range(9):
+        r, c = t // 3, t % 3
+        if r < g[MASK_T] or r >= 3 - g[MASK_B] or c < g[MASK_L] or c >= 3 - g[MASK_R]:
+            mask[t] = 0
+    return mask
+
+
+@numba.njit(cache=True, inline="always")
+def _dot(x, w, k):
+    """sum_n x[n] w[k, n] in wrapping 32-bit arithmetic."""
+    acc = np.int32(0)
+    for n in range(x.size):
+        acc = np.int32(acc + np.int32(x[n] * w[k, n]))
+    return acc
+
+
+@numba.njit(cache=True)
+def compute(mem, base, g, w_ptr, in_ptr, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+            round_config0):
+    """(status, values [positions, K] int64): the output of every stored position and channel
+    (``OK``), or ``FAULT`` when the job reads or would write outside L1."""
+    mode = g[FILTER]
+    tp = 16 if mode == DEPTHWISE else 32
+    nb_ko = g[NB_KO]
+    k_count = nb_ko * tp
+    values = np.zeros((1 if mode == LINEAR else g[NB_HO] * g[NB_WO] * 9, k_count), np.int64)
+    ok, norm = _norm_params(mem, g, tp, scale_ptr - base, shift_ptr - base, bias_ptr - base)
+    if not ok:
+        return FAULT, values
+    nbytes = g[OUT_BITS] // 8 if g[QUANT] else 4
+    valid = np.zeros(k_count, np.bool_)
+    lanes = np.zeros(k_count, np.int64)         # byte offset of each channel in a pixel
+    for k in range(k_count):
+        ko, kk = k // tp, k % tp
+        valid[k] = kk < _last(ko, nb_ko, g[REM_KO], tp)
+        lane = kk * nbytes if nbytes == 1 else \
+            (kk // (32 // nbytes)) * g[OUT_D0] + (kk % (32 // nbytes)) * nbytes
+        lanes[k] = ko * tp * nbytes + lane
+    out = (values, valid, lanes, norm, out_ptr - base, saturate, round_config0)
+    if mode == DEPTHWISE:
+        ok = _depthwise(mem, w_ptr - base, in_ptr - base, g, out)
+    elif mode == LINEAR:
+        ok = _linear(mem, w_ptr - base, in_ptr - base, g, out)
+    else:
+        ok = _conv(mem, w_ptr - base, in_ptr - base, g, out)
+    return (OK if ok else FAULT), values
+
+
+@numba.njit(cache=True)
+def _norm_params(mem, g, tp, scale_off, shift_off, bias_off):
+    """(ok, [scale, bias, shift] x K) of the valid channels (``ne16_datapath.normquant``); read
+    only with quant, bias and shift only when CONFIG0 asks."""
+    size, k_count = mem.size, g[NB_KO] * tp
+    norm = np.zeros((3, k_count), np.int64)
+    norm[2, :] = g[SHIFT]
+    if not g[QUANT]:
+        return True, norm
+    nb = g[NORM_BITS] // 8
+    for k in range(k_count):
+        if k % tp >= _last(k // tp, g[NB_KO], g[REM_KO], tp):
+            continue
+        a = scale_off + k * nb
+        if a < 0 or a + nb > size:
+            return False, norm
+        for b in range(nb):
+            norm[0, k] |= np.int64(mem[a + b]) << (8 * b)
+        if g[NORM_BIAS]:
+            a = bias_off + 4 * k
+            if a < 0 or a + 4 > size:
+                return False, norm
+            word = np.int64(0)
+            for b in range(4):
+                word |= np.int64(mem[a + b]) << (8 * b)
+            norm[1, k] = _wrap(word, 32)
+        if g[NORM_SHIFT]:
+            if shift_off + k < 0 or shift_off + k >= size:
+                return False, norm
+            norm[2, k] = mem[shift_off + k] & 0x3F
+    return True, norm
+
+
+@numba.njit(cache=True, inline="always")
+def _position(g, i, j, p):
+    """(stored?, byte offset from OUTFEAT_PTR) of position ``p`` of output patch (i, j)."""
+    pr, pc = p // 3, p % 3
+    stored = pr < _last(i, g[NB_HO], g[REM_HO], 3) and pc < _last(j, g[NB_WO], g[REM_WO], 3)
+    if g[STRIDED] and (pr == 1 or pc == 1):
+        stored = False
+    return stored, (3 * i + pr) * g[OUT_D2] + (3 * j + pc) * g[OUT_D1]
+
+
+@numba.njit(cache=True)
+def _finish(mem, g, out, m, pos, acc):
+    """Position ``m`` (at ``pos`` from OUTFEAT_PTR): streamin, normalisation and quantisation
+    of the accumulators ``acc`` into ``values[m]``; False if a word lies outside L1."""
+    values, valid, lanes, norm, out_off, saturate, round_config0 = out
+    size = mem.size
+    quant, streamin, bias_on = g[QUANT] != 0, g[STREAMIN] != 0, g[NORM_BIAS] != 0
+    nbytes = g[OUT_BITS] // 8 if quant else 4
+    rounding = round_config0 and g[NO_ROUND] == 0
+    bits = g[OUT_BITS]
+    if g[RELU]:
+        lo, hi = np.int64(0), (np.int64(1) << bits) - 1
+    else:
+        lo, hi = -(np.int64(1) << (bits - 1)), (np.int64(1) << (bits - 1)) - 1
+    for k in range(acc.size):
+        if not valid[k]:
+            continue
+        a = out_off + pos + lanes[k]
+        if a < 0 or a + nbytes > size:
+            return False
+        v = np.int64(acc[k])
+        if streamin:            # 32-bit output: the word the output overwrites
+            word = (np.int64(mem[a]) | (np.int64(mem[a + 1]) << 8)
+                    | (np.int64(mem[a + 2]) << 16) | (np.int64(mem[a + 3]) << 24))
+            v = _wrap(v + _wrap(word, 32), 32)
+        if quant:
+            v = _wrap(v * norm[0, k], 48)
+            if bias_on:
+                v = _wrap(v, 32) + norm[1, k]
+                v = min(max(v, -(np.int64(1) << 31)), (np.int64(1) << 31) - 1) if saturate \
+                    else _wrap(v, 32)
+            s = norm[2, k]
+            if rounding and s > 0:
+                v += np.int64(1) << (s - 1)
+            v = min(max(v >> s, lo), hi)
+        values[m, k] = v
+    return True
+
+
+@numba.njit(cache=True)
+def _patch(mem, in_off, g, i, j, xb):
+    """Fill ``xb`` [KI, side, side, channels] with the input buffer of patch (i, j): loaded
+    bytes, the PADDING value on explicit padding, zeros past a last subtile (channels: bytes,
+    or little-endian byte pairs in 16-bit mode); False on a read outside L1."""
+    size, nb_ho, nb_wo, nb_ki = mem.size, g[NB_HO], g[NB_WO], g[NB_KI]
+    side, channels = xb.shape[1], xb.shape[3]
+    rows = _last(i, nb_ho, g[REM_HI], side)
+    cols = _last(j, nb_wo, g[REM_WI], side)
+    d0, d1, value = g[IN_D0], g[IN_D1], g[PAD_VALUE]
+    pad_lo, pad_hi = value & 0xFF, (value >> 8) if g[MODE16] else value & 0xFF
+    per = 16 // channels                        # bytes per channel
+    for ki in range(nb_ki):
+        width = _last(ki, nb_ki, g[REM_KI], 16)
+        for r in range(side):
+            for c in range(side):
+                if r >= rows or c >= cols:
+                    xb[ki, r, c, :] = 0
+                    continue
+                explicit = ((i == 0 and r < g[PAD_T]) or (i == nb_ho - 1 and r >= 5 - g[PAD_B])
+                            or (j == 0 and c < g[PAD_L])
+                            or (j == nb_wo - 1 and c >= 5 - g[PAD_R]))
+                a = in_off + (3 * i + r) * d1 + (3 * j + c) * d0 + 16 * ki
+                if not explicit and width and (a < 0 or a + width > size):
+                    return False
+                if not explicit and width == 16 and per == 1:       # the common case
+                    for q in range(16):
+                        xb[ki, r, c, q] = mem[a + q]
+                    continue
+                for q in range(channels):
+                    v = 0
+                    for h in range(per):
+                        b = q * per + h
+                        if b < width:
+                            byte = (pad_hi if b % 2 else pad_lo) if explicit else mem[a + b]
+                            v |= np.int32(byte) << (8 * h)
+                    xb[ki, r, c, q] = v
+    return True
+
+
+@numba.njit(cache=True)
+def _conv(mem, w_off, in_off, g, out):
+    """3x3 and 1x1 modes: per stored position, the (ki, tap, channel) input vector times each
+    output channel's weights."""
+    ok, w = _conv_weights(mem, w_off, g)
+    if not ok:
+        return False
+    pointwise = g[FILTER] == POINTWISE
+    side, taps = (3, 1) if pointwise else (5, 9)
+    channels = 8 if g[MODE16] else 16
+    nb_ki, valid = g[NB_KI], out[1]
+    xb = np.zeros((nb_ki, side, side, channels), np.int32)
+    x = np.zeros(nb_ki * taps * channels, np.int32)
+    acc = np.zeros(w.shape[0], np.int32)
+    for i in range(g[NB_HO]):
+        for j in range(g[NB_WO]):
+            if not _patch(mem, in_off, g, i, j, xb):
+                return False
+            for p in range(9):
+                stored, pos = _position(g, i, j, p)
+                if not stored:
+                    continue
+                pr, pc = p // 3, p % 3
+                for ki in range(nb_ki):
+                    for t in range(taps):
+                        r, c = (pr, pc) if pointwise else (pr + t // 3, pc + t % 3)
+                        at = (ki * taps + t) * channels
+                        for q in range(channels):
+                            x[at + q] = xb[ki, r, c, q]
+                for k in range(acc.size):
+                    if valid[k]:
+                        acc[k] = _dot(x, w, k)
+                if not _finish(mem, g, out, (i * g[NB_WO] + j) * 9 + p, pos, acc):
+                    return False
+    return True
+
+
+@numba.njit(cache=True)
+def _conv_weights(mem, w_off, g):
+    """(ok, effective weights [K, KI * taps * channels]) of 3x3 and 1x1 modes: stored +
+    WEIGHT_OFFSET wrapped to int32, zero on masked taps and on channels past the k_out
+    remainder (not read)."""
+    size, qw, offset = mem.size, g[QW], g[W_OFFSET]
+    nb_ko, nb_ki = g[NB_KO], g[NB_KI]
+    pointwise = g[FILTER] == POINTWISE
+    taps = 1 if pointwise else 9
+    bpp = 1 if g[MODE16] else 2
+    channels = 8 * bpp
+    plane = bpp if pointwise else g[W_D0]        # 1x1 reads all planes in one word
+    mask = _tap_mask(g) if not pointwise else np.ones(1, np.int32)
+    w = np.zeros((nb_ko * 32, nb_ki * taps * channels), np.int32)
+    for ko in range(nb_ko):
+        for kk in range(_last(ko, nb_ko, g[REM_KO], 32)):
+            for ki in range(nb_ki):
+                first = w_off + (ko * 32 * nb_ki * qw + ki * qw) * taps * bpp + kk * g[W_D1]
+                for t in range(taps):
+                    lo, hi = np.int64(0), np.int64(0)
+                    for bit in range(qw):
+                        a = first + bit * plane + t * bpp
+                        if a < 0 or a + bpp > size:
+                            return False, w
+                        lo |= _SPREAD[mem[a]] << bit
+                        if bpp == 2:
+                            hi |= _SPREAD[mem[a + 1]] << bit
+                    at = (ki * taps + t) * channels
+                    for c in range(channels):
+                        v = _lane(lo, c) if c < 8 else _lane(hi, c - 8)
+                        w[ko * 32 + kk, at + c] = np.int32(v + offset) * mask[t]
+    return True, w
+
+
+@numba.njit(cache=True)
+def _depthwise(mem, w_off, in_off, g, out):
+    """3x3 depthwise: channel c of k_out subtile ko reads channel c of input subtile ko."""
+    ok, w = _depthwise_weights(mem, w_off, g)
+    if not ok:
+        return False
+    nb_ko = g[NB_KO]
+    xb = np.zeros((nb_ko, 5, 5, 16), np.int32)
+    acc = np.zeros(nb_ko * 16, np.int32)
+    for i in range(g[NB_HO]):
+        for j in range(g[NB_WO]):
+            if not _patch(mem, in_off, g, i, j, xb):
+                return False
+            for p in range(9):
+                stored, pos = _position(g, i, j, p)
+                if not stored:
+                    continue
+                pr, pc = p // 3, p % 3
+                acc[:] = 0
+                for ko in range(nb_ko):
+                    for t in range(9):
+                        r, c = pr + t // 3, pc + t % 3
+                        for kk in range(16):
+                            acc[ko * 16 + kk] = np.int32(
+                                acc[ko * 16 + kk] + np.int32(xb[ko, r, c, kk] * w[ko, t, kk]))
+                if not _finish(mem, g, out, (i * g[NB_WO] + j) * 9 + p, pos, acc):
+                    return False
+    return True
+
+
+@numba.njit(cache=True)
+def _depthwise_weights(mem, w_off, g):
+    """(ok, effective weights [KO, 9, 16]): one 2-byte word per bit-plane and tap holds the 16
+    channels of a subtile (all read, as the streamer does)."""
+    size, qw, offset, nb_ko = mem.size, g[QW], g[W_OFFSET], g[NB_KO]
+    mask = _tap_mask(g)
+    w = np.zeros((nb_ko, 9, 16), np.int32)
+    for ko in range(nb_ko):
+        lim = _last(ko, nb_ko, g[REM_KO], 16)
+        for t in range(9):
+            lo, hi = np.int64(0), np.int64(0)
+            for bit in range(qw):
+                a = w_off + ko * qw * 18 + bit * g[W_D0] + t * 2
+                if a < 0 or a + 2 > size:
+                    return False, w
+                lo |= _SPREAD[mem[a]] << bit
+                hi |= _SPREAD[mem[a + 1]] << bit
+            for c in range(lim):
+                v = _lane(lo, c) if c < 8 else _lane(hi, c - 8)
+                w[ko, t, c] = np.int32(v + offset) * mask[t]
+    return True, w
+
+
+@numba.njit(cache=True)
+def _linear(mem, w_off, in_off, g, out):
+    """Linear mode: one output vector from KI subtiles of 256 input channels."""
+    ok, w = _linear_weights(mem, w_off, g)
+    if not ok:
+        return False
+    ok, x = _linear_input(mem, in_off, g)
+    if not ok:
+        return False
+    valid = out[1]
+    acc = np.zeros(w.shape[0], np.int32)
+    for k in range(acc.size):
+        if valid[k]:
+            acc[k] = _dot(x, w, k)
+    return _finish(mem, g, out, 0, 0, acc)
+
+
+@numba.njit(cache=True)
+def _linear_weights(mem, w_off, g):
+    """(ok, effective weights [K, KI * 256]): per channel and subtile, ``qw`` bit-plane rows of
+    32 bytes."""
+    size, qw, offset, nb_ko, nb_ki = mem.size, g[QW], g[W_OFFSET], g[NB_KO], g[NB_KI]
+    w = np.zeros((nb_ko * 32, nb_ki * 256), np.int32)
+    for ko in range(nb_ko):
+        for kk in range(_last(ko, nb_ko, g[REM_KO], 32)):
+            for ki in range(nb_ki):
+                for byte in range(32):
+                    lanes = np.int64(0)
+                    for bit in range(qw):
+                        a = w_off + ko * g[W_D2] + ki * 32 + kk * g[W_D1] + bit * g[W_D0] + byte
+                        if a < 0 or a >= size:
+                            return False, w
+                        lanes |= _SPREAD[mem[a]] << bit
+                    for b in range(8):
+                        w[ko * 32 + kk, ki * 256 + byte * 8 + b] = np.int32(
+                            _lane(lanes, b) + offset)
+    return True, w
+
+
+@numba.njit(cache=True)
+def _linear_input(mem, in_off, g):
+    """(ok, input channels [KI * 256]): 16-byte words, 16 per subtile (32 in 16-bit mode, as
+    little-endian pairs), zero past the loaded ones."""
+    size, nb_ki = mem.size, g[NB_KI]
+    mode16 = g[MODE16] != 0
+    per = 32 if mode16 else 16
+    x = np.zeros(nb_ki * 256, np.int32)
+    for ki in range(nb_ki):
+        for n in range(_last(ki, nb_ki, g[REM_KI] * (2 if mode16 else 1), per)):
+            a = in_off + ki * per * 16 + n * g[IN_D0]
+            if a < 0 or a + 16 > size:
+                return False, x
+            for b in range(16):
+                f = (ki * per + n) * 16 + b
+                if mode16:
+                    x[f // 2] |= np.int32(mem[a + b]) << (8 * (f % 2))
+                else:
+                    x[f] = mem[a + b]
+    return True, x
+
+
+@numba.njit(cache=True)
+def store(mem, out_off, g, values):
+    """Write the computed outputs in streamer order (k_out subtile, position, channel), each
+    value's low bytes little-endian."""
+    mode = g[FILTER]
+    tp = 16 if mode == DEPTHWISE else 32
+    nb_ko, nb_wo = g[NB_KO], g[NB_WO]
+    nbytes = g[OUT_BITS] // 8 if g[QUANT] else 4
+    for ko in range(nb_ko):
+        lim = _last(ko, nb_ko, g[REM_KO], tp)
+        for m in range(values.shape[0]):
+            if mode == LINEAR:
+                stored, pos = True, 0
+            else:
+                stored, pos = _position(g, m // 9 // nb_wo, m // 9 % nb_wo, m % 9)
+            if not stored:
+                continue
+            for kk in range(lim):
+                lane = kk * nbytes if nbytes == 1 else \
+                    (kk // (32 // nbytes)) * g[OUT_D0] + (kk % (32 // nbytes)) * nbytes
+                a = out_off + pos + ko * tp * nbytes + lane
+                v = values[m, ko * tp + kk]
+                for b in range(nbytes):
+                    mem[a + b] = (v >> (8 * b)) & 0xFF
