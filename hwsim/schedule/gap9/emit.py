@@ -24,6 +24,7 @@ from hwsim.isa import gap9 as isa
 from hwsim.isa import ne16
 
 L1 = "l1"
+_REGISTERS = [(reg.name, reg.index) for reg in ne16.REGISTERS]
 
 
 class Emitter:
@@ -58,11 +59,13 @@ class Emitter:
     def job(self, registers: dict) -> int:
         """Queue an NE16 job, writing the registers its context does not already hold."""
         context = self.contexts[self.jobs % ne16.CONTEXTS]
-        for reg in ne16.REGISTERS:
-            value = ne16.word(registers.get(reg.name, 0))
-            if context[reg.index] != value:
-                context[reg.index] = value
-                self._add(isa.Ne16Write(reg.name, value))
+        for name, index in _REGISTERS:
+            value = registers.get(name, 0)
+            if not 0 <= value < 1 << 32:
+                value = ne16.word(value)        # two's complement, or the error
+            if context[index] != value:
+                context[index] = value
+                self._add(isa.Ne16Write(name, value))
         self._add(isa.Ne16Commit(), writes=True)
         self.jobs += 1
         return self.jobs - 1

@@ -28,6 +28,7 @@ How TOSA maps onto NE16 (checked bit for bit against the reference model by the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,9 +158,10 @@ class Ne16Layer:
         bias = self._bias()
         self.bias = np.round(bias / scale).astype(np.int64) if weight_bits < 8 else bias
         self.folded = self.bias - (self._input_zp() + 128) * self._sums()
-        self.exact = mode == "exact" or self._ne16_blocker() is not None
-        if mode != "exact" and self.exact:
-            self.notes.append(f"exact path: {self._ne16_blocker()}")
+        blocker = None if mode == "exact" else self._ne16_blocker()
+        self.exact = mode == "exact" or blocker is not None
+        if blocker is not None:
+            self.notes.append(f"exact path: {blocker}")
         self.norm = self._exact_norm() if self.exact else self._ne16_norm()
 
     # -- inputs -----------------------------------------------------------------------------------
@@ -203,12 +205,14 @@ class Ne16Layer:
             return "a CLAMP narrower than int8"
         if self.geo.stride == 2 and self.geo.k_out % 2:
             return "stride 2 with an odd number of output channels"
-        _, _, bias = self._ne16_arrays()
+        _, _, bias = self._ne16
         if np.abs(bias).max(initial=0) >= 1 << 31:
             return "the normalisation bias does not fit 32 bits"
         return None
 
-    def _ne16_arrays(self):
+    @functools.cached_property
+    def _ne16(self) -> tuple:
+        """(scale, shift, bias) per output channel of the fused normalisation."""
         factor = self._factor()
         scale, shift, _ = quant.ne16_scale_shift(factor, 0, norm_bits=8, max_shift=24)
         sums = np.abs(self.w.reshape(self.w.shape[0], -1)).sum(axis=1)
@@ -224,7 +228,7 @@ class Ne16Layer:
         bias = scale * self.folded + rounding + (zp << shift)
         # a channel without weights outputs a constant: scale 0, the exact value as its bias
         dead = sums == 0
-        constant = self._constant() + zp
+        constant = self._constant() + zp if dead.any() else 0
         return (np.where(dead, 0, scale), np.where(dead, 0, shift),
                 np.where(dead, constant, bias))
 
@@ -238,7 +242,7 @@ class Ne16Layer:
                           r.rounding_mode == "DOUBLE_ROUND")
 
     def _ne16_norm(self) -> dict:
-        scale, shift, bias = self._ne16_arrays()
+        scale, shift, bias = self._ne16
         live = scale > 0
         deviation = scale[live] * np.exp2(-shift[live].astype(float)) / self._factor()[live] - 1
         self.notes.append(f"NE16 scale/shift deviates from the RESCALE by up to "

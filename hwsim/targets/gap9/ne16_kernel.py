@@ -96,8 +96,8 @@ def _last(index, count, rem, full):
 
 @numba.njit(cache=True, inline="always")
 def _wrap(value, bits):
-    low = value & ((np.int64(1) << bits) - 1)
-    return low - (np.int64(1) << bits) if low >> (bits - 1) else low
+    """The low ``bits`` bits of ``value`` as a signed number."""
+    return (value << (64 - bits)) >> (64 - bits)
 
 
 @numba.njit(cache=True, inline="always")
@@ -117,11 +117,11 @@ def _tap_mask(g):
 
 
 @numba.njit(cache=True, inline="always")
-def _dot(x, w, k):
-    """sum_n x[n] w[k, n] in wrapping 32-bit arithmetic."""
+def _dot(x, w):
+    """sum x w in wrapping 32-bit arithmetic (1-D operands: numba vectorises the loop)."""
     acc = np.int32(0)
     for n in range(x.size):
-        acc = np.int32(acc + np.int32(x[n] * w[k, n]))
+        acc = np.int32(acc + np.int32(x[n] * w[n]))
     return acc
 
 
@@ -135,25 +135,20 @@ def compute(mem, base, g, w_ptr, in_ptr, out_ptr, scale_ptr, shift_ptr, bias_ptr
     nb_ko = g[NB_KO]
     k_count = nb_ko * tp
     values = np.zeros((1 if mode == LINEAR else g[NB_HO] * g[NB_WO] * 9, k_count), np.int64)
-    ok, norm = _norm_params(mem, g, tp, scale_ptr - base, shift_ptr - base, bias_ptr - base)
-    if not ok:
-        return FAULT, values
-    nbytes = g[OUT_BITS] // 8 if g[QUANT] else 4
     valid = np.zeros(k_count, np.bool_)
-    lanes = np.zeros(k_count, np.int64)         # byte offset of each channel in a pixel
     for k in range(k_count):
-        ko, kk = k // tp, k % tp
-        valid[k] = kk < _last(ko, nb_ko, g[REM_KO], tp)
-        lane = kk * nbytes if nbytes == 1 else \
-            (kk // (32 // nbytes)) * g[OUT_D0] + (kk % (32 // nbytes)) * nbytes
-        lanes[k] = ko * tp * nbytes + lane
-    out = (values, valid, lanes, norm, out_ptr - base, saturate, round_config0)
+        valid[k] = k % tp < _last(k // tp, nb_ko, g[REM_KO], tp)
     if mode == DEPTHWISE:
-        ok = _depthwise(mem, w_ptr - base, in_ptr - base, g, out)
+        ok = _depthwise(mem, w_ptr - base, in_ptr - base, g, values)
     elif mode == LINEAR:
-        ok = _linear(mem, w_ptr - base, in_ptr - base, g, out)
+        ok = _linear(mem, w_ptr - base, in_ptr - base, g, valid, values)
     else:
-        ok = _conv(mem, w_ptr - base, in_ptr - base, g, out)
+        ok = _conv(mem, w_ptr - base, in_ptr - base, g, valid, values)
+    if ok:
+        ok, norm = _norm_params(mem, g, tp, scale_ptr - base, shift_ptr - base,
+                                bias_ptr - base)
+        if ok:
+            ok = _finish(mem, g, values, valid, norm, out_ptr - base, saturate, round_config0)
     return (OK if ok else FAULT), values
 
 
@@ -201,42 +196,69 @@ def _position(g, i, j, p):
 
 
 @numba.njit(cache=True)
-def _finish(mem, g, out, m, pos, acc):
-    """Position ``m`` (at ``pos`` from OUTFEAT_PTR): streamin, normalisation and quantisation
-    of the accumulators ``acc`` into ``values[m]``; False if a word lies outside L1."""
-    values, valid, lanes, norm, out_off, saturate, round_config0 = out
-    size = mem.size
+def _finish(mem, g, values, valid, norm, out_off, saturate, round_config0):
+    """The accumulators in ``values`` (stored positions, valid channels) through streamin,
+    normalisation and quantisation, in place; False if an output word lies outside L1.
+    Channels past the k_out remainder are computed too (from zero scales) and never stored."""
+    size, mode, nb_wo = mem.size, g[FILTER], g[NB_WO]
+    tp = 16 if mode == DEPTHWISE else 32
     quant, streamin, bias_on = g[QUANT] != 0, g[STREAMIN] != 0, g[NORM_BIAS] != 0
     nbytes = g[OUT_BITS] // 8 if quant else 4
-    rounding = round_config0 and g[NO_ROUND] == 0
     bits = g[OUT_BITS]
     if g[RELU]:
         lo, hi = np.int64(0), (np.int64(1) << bits) - 1
     else:
         lo, hi = -(np.int64(1) << (bits - 1)), (np.int64(1) << (bits - 1)) - 1
-    for k in range(acc.size):
-        if not valid[k]:
+    low, high = -(np.int64(1) << 31), (np.int64(1) << 31) - 1
+    k_count = values.shape[1]
+    lanes = np.zeros(k_count, np.int64)         # byte offset of each channel in a pixel
+    first, last = size, -size
+    for k in range(k_count):
+        lanes[k] = _lane_offset(k, tp, nbytes, g[OUT_D0])
+        if valid[k]:
+            first, last = min(first, lanes[k]), max(last, lanes[k] + nbytes)
+    scale, bias, shift = norm[0], norm[1], norm[2]
+    half = np.zeros(k_count, np.int64)          # the rounding term, if added
+    if round_config0 and g[NO_ROUND] == 0:
+        for k in range(k_count):
+            if shift[k] > 0:
+                half[k] = np.int64(1) << (shift[k] - 1)
+    for m in range(values.shape[0]):
+        if mode == LINEAR:
+            stored, pos = True, 0
+        else:
+            stored, pos = _position(g, m // 9 // nb_wo, m // 9 % nb_wo, m % 9)
+        if not stored:
             continue
-        a = out_off + pos + lanes[k]
-        if a < 0 or a + nbytes > size:
+        a = out_off + pos
+        if a + first < 0 or a + last > size:
             return False
-        v = np.int64(acc[k])
-        if streamin:            # 32-bit output: the word the output overwrites
-            word = (np.int64(mem[a]) | (np.int64(mem[a + 1]) << 8)
-                    | (np.int64(mem[a + 2]) << 16) | (np.int64(mem[a + 3]) << 24))
-            v = _wrap(v + _wrap(word, 32), 32)
-        if quant:
-            v = _wrap(v * norm[0, k], 48)
+        row = values[m]
+        if streamin:                # 32-bit output: add the word the output overwrites
+            for k in range(k_count):
+                if valid[k]:
+                    b = a + lanes[k]
+                    word = (np.int64(mem[b]) | (np.int64(mem[b + 1]) << 8)
+                            | (np.int64(mem[b + 2]) << 16) | (np.int64(mem[b + 3]) << 24))
+                    row[k] = _wrap(row[k] + word, 32)
+        if not quant:
+            continue
+        for k in range(k_count):
+            v = _wrap(row[k] * scale[k], 48)
             if bias_on:
-                v = _wrap(v, 32) + norm[1, k]
-                v = min(max(v, -(np.int64(1) << 31)), (np.int64(1) << 31) - 1) if saturate \
-                    else _wrap(v, 32)
-            s = norm[2, k]
-            if rounding and s > 0:
-                v += np.int64(1) << (s - 1)
-            v = min(max(v >> s, lo), hi)
-        values[m, k] = v
+                v = _wrap(v, 32) + bias[k]
+                v = min(max(v, low), high) if saturate else _wrap(v, 32)
+            row[k] = min(max((v + half[k]) >> shift[k], lo), hi)
     return True
+
+
+@numba.njit(cache=True, inline="always")
+def _lane_offset(k, tp, nbytes, d0):
+    """Byte offset of output channel ``k`` from its pixel: 32-byte words ``d0`` apart."""
+    ko, kk = k // tp, k % tp
+    lane = kk * nbytes if nbytes == 1 else \
+        (kk // (32 // nbytes)) * d0 + (kk % (32 // nbytes)) * nbytes
+    return ko * tp * nbytes + lane
 
 
 @numba.njit(cache=True)
@@ -244,29 +266,33 @@ def _patch(mem, in_off, g, i, j, xb):
     """Fill ``xb`` [KI, side, side, channels] with the input buffer of patch (i, j): loaded
     bytes, the PADDING value on explicit padding, zeros past a last subtile (channels: bytes,
     or little-endian byte pairs in 16-bit mode); False on a read outside L1."""
-    size, nb_ho, nb_wo, nb_ki = mem.size, g[NB_HO], g[NB_WO], g[NB_KI]
+    size, nb_ho, nb_wo, nb_ki, rem_ki = mem.size, g[NB_HO], g[NB_WO], g[NB_KI], g[REM_KI]
     side, channels = xb.shape[1], xb.shape[3]
     rows = _last(i, nb_ho, g[REM_HI], side)
     cols = _last(j, nb_wo, g[REM_WI], side)
     d0, d1, value = g[IN_D0], g[IN_D1], g[PAD_VALUE]
+    pad_t, pad_b, pad_l, pad_r = g[PAD_T], g[PAD_B], g[PAD_L], g[PAD_R]
     pad_lo, pad_hi = value & 0xFF, (value >> 8) if g[MODE16] else value & 0xFF
     per = 16 // channels                        # bytes per channel
     for ki in range(nb_ki):
-        width = _last(ki, nb_ki, g[REM_KI], 16)
+        width = _last(ki, nb_ki, rem_ki, 16)
         for r in range(side):
+            edge_row = (i == 0 and r < pad_t) or (i == nb_ho - 1 and r >= 5 - pad_b)
             for c in range(side):
+                xr = xb[ki, r, c]
                 if r >= rows or c >= cols:
-                    xb[ki, r, c, :] = 0
+                    xr[:] = 0
                     continue
-                explicit = ((i == 0 and r < g[PAD_T]) or (i == nb_ho - 1 and r >= 5 - g[PAD_B])
-                            or (j == 0 and c < g[PAD_L])
-                            or (j == nb_wo - 1 and c >= 5 - g[PAD_R]))
+                explicit = edge_row or (j == 0 and c < pad_l) or (j == nb_wo - 1 and
+                                                                   c >= 5 - pad_r)
                 a = in_off + (3 * i + r) * d1 + (3 * j + c) * d0 + 16 * ki
                 if not explicit and width and (a < 0 or a + width > size):
                     return False
-                if not explicit and width == 16 and per == 1:       # the common case
-                    for q in range(16):
-                        xb[ki, r, c, q] = mem[a + q]
+                if not explicit and per == 1:                  # the common case
+                    for q in range(width):
+                        xr[q] = mem[a + q]
+                    for q in range(width, 16):
+                        xr[q] = 0
                     continue
                 for q in range(channels):
                     v = 0
@@ -275,12 +301,12 @@ def _patch(mem, in_off, g, i, j, xb):
                         if b < width:
                             byte = (pad_hi if b % 2 else pad_lo) if explicit else mem[a + b]
                             v |= np.int32(byte) << (8 * h)
-                    xb[ki, r, c, q] = v
+                    xr[q] = v
     return True
 
 
 @numba.njit(cache=True)
-def _conv(mem, w_off, in_off, g, out):
+def _conv(mem, w_off, in_off, g, valid, values):
     """3x3 and 1x1 modes: per stored position, the (ki, tap, channel) input vector times each
     output channel's weights."""
     ok, w = _conv_weights(mem, w_off, g)
@@ -289,30 +315,28 @@ def _conv(mem, w_off, in_off, g, out):
     pointwise = g[FILTER] == POINTWISE
     side, taps = (3, 1) if pointwise else (5, 9)
     channels = 8 if g[MODE16] else 16
-    nb_ki, valid = g[NB_KI], out[1]
+    nb_ki = g[NB_KI]
     xb = np.zeros((nb_ki, side, side, channels), np.int32)
     x = np.zeros(nb_ki * taps * channels, np.int32)
-    acc = np.zeros(w.shape[0], np.int32)
     for i in range(g[NB_HO]):
         for j in range(g[NB_WO]):
             if not _patch(mem, in_off, g, i, j, xb):
                 return False
             for p in range(9):
-                stored, pos = _position(g, i, j, p)
-                if not stored:
+                if not _position(g, i, j, p)[0]:
                     continue
                 pr, pc = p // 3, p % 3
                 for ki in range(nb_ki):
                     for t in range(taps):
                         r, c = (pr, pc) if pointwise else (pr + t // 3, pc + t % 3)
                         at = (ki * taps + t) * channels
+                        xr = xb[ki, r, c]
                         for q in range(channels):
-                            x[at + q] = xb[ki, r, c, q]
-                for k in range(acc.size):
+                            x[at + q] = xr[q]
+                m = (i * g[NB_WO] + j) * 9 + p
+                for k in range(valid.size):
                     if valid[k]:
-                        acc[k] = _dot(x, w, k)
-                if not _finish(mem, g, out, (i * g[NB_WO] + j) * 9 + p, pos, acc):
-                    return False
+                        values[m, k] = _dot(x, w[k])
     return True
 
 
@@ -351,32 +375,29 @@ def _conv_weights(mem, w_off, g):
 
 
 @numba.njit(cache=True)
-def _depthwise(mem, w_off, in_off, g, out):
+def _depthwise(mem, w_off, in_off, g, values):
     """3x3 depthwise: channel c of k_out subtile ko reads channel c of input subtile ko."""
     ok, w = _depthwise_weights(mem, w_off, g)
     if not ok:
         return False
-    nb_ko = g[NB_KO]
+    nb_ko, nb_wo = g[NB_KO], g[NB_WO]
     xb = np.zeros((nb_ko, 5, 5, 16), np.int32)
-    acc = np.zeros(nb_ko * 16, np.int32)
     for i in range(g[NB_HO]):
-        for j in range(g[NB_WO]):
+        for j in range(nb_wo):
             if not _patch(mem, in_off, g, i, j, xb):
                 return False
             for p in range(9):
-                stored, pos = _position(g, i, j, p)
-                if not stored:
+                if not _position(g, i, j, p)[0]:
                     continue
                 pr, pc = p // 3, p % 3
-                acc[:] = 0
+                row = values[(i * nb_wo + j) * 9 + p]
                 for ko in range(nb_ko):
-                    for t in range(9):
-                        r, c = pr + t // 3, pc + t % 3
-                        for kk in range(16):
-                            acc[ko * 16 + kk] = np.int32(
-                                acc[ko * 16 + kk] + np.int32(xb[ko, r, c, kk] * w[ko, t, kk]))
-                if not _finish(mem, g, out, (i * g[NB_WO] + j) * 9 + p, pos, acc):
-                    return False
+                    for kk in range(16):        # a sum in a register: numba vectorises it
+                        acc = np.int32(0)
+                        for t in range(9):
+                            acc = np.int32(acc + np.int32(
+                                xb[ko, pr + t // 3, pc + t % 3, kk] * w[ko, t, kk]))
+                        row[ko * 16 + kk] = acc
     return True
 
 
@@ -404,7 +425,7 @@ def _depthwise_weights(mem, w_off, g):
 
 
 @numba.njit(cache=True)
-def _linear(mem, w_off, in_off, g, out):
+def _linear(mem, w_off, in_off, g, valid, values):
     """Linear mode: one output vector from KI subtiles of 256 input channels."""
     ok, w = _linear_weights(mem, w_off, g)
     if not ok:
@@ -412,12 +433,10 @@ def _linear(mem, w_off, in_off, g, out):
     ok, x = _linear_input(mem, in_off, g)
     if not ok:
         return False
-    valid = out[1]
-    acc = np.zeros(w.shape[0], np.int32)
-    for k in range(acc.size):
+    for k in range(valid.size):
         if valid[k]:
-            acc[k] = _dot(x, w, k)
-    return _finish(mem, g, out, 0, 0, acc)
+            values[0, k] = _dot(x, w[k])
+    return True
 
 
 @numba.njit(cache=True)
@@ -472,8 +491,11 @@ def store(mem, out_off, g, values):
     tp = 16 if mode == DEPTHWISE else 32
     nb_ko, nb_wo = g[NB_KO], g[NB_WO]
     nbytes = g[OUT_BITS] // 8 if g[QUANT] else 4
+    lanes = np.zeros(tp, np.int64)
     for ko in range(nb_ko):
         lim = _last(ko, nb_ko, g[REM_KO], tp)
+        for kk in range(lim):
+            lanes[kk] = _lane_offset(ko * tp + kk, tp, nbytes, g[OUT_D0])
         for m in range(values.shape[0]):
             if mode == LINEAR:
                 stored, pos = True, 0
@@ -481,10 +503,14 @@ def store(mem, out_off, g, values):
                 stored, pos = _position(g, m // 9 // nb_wo, m // 9 % nb_wo, m % 9)
             if not stored:
                 continue
+            row = values[m, ko * tp:ko * tp + lim]
+            a = out_off + pos
+            if nbytes == 1:                 # channels side by side
+                first = a + lanes[0]
+                for kk in range(lim):
+                    mem[first + kk] = row[kk] & 0xFF
+                continue
             for kk in range(lim):
-                lane = kk * nbytes if nbytes == 1 else \
-                    (kk // (32 // nbytes)) * g[OUT_D0] + (kk % (32 // nbytes)) * nbytes
-                a = out_off + pos + ko * tp * nbytes + lane
-                v = values[m, ko * tp + kk]
+                v = row[kk]
                 for b in range(nbytes):
-                    mem[a + b] = (v >> (8 * b)) & 0xFF
+                    mem[a + lanes[kk] + b] = (v >> (8 * b)) & 0xFF
