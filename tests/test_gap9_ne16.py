@@ -304,3 +304,19 @@ def test_random_layers_match_the_reference(data):
     x, stored, signed = operands(np.random.default_rng(draw(st.integers(0, 1 << 20))), spec)
     got = run_layer(spec, x, stored)
     assert np.array_equal(got, ref.wrap32(reference_acc(spec, x, signed)).reshape(-1))
+
+
+def test_weights_decoded_again_when_their_bytes_change():
+    """The compiled datapath keeps decoded weights per job signature and pointer: a weight
+    block reloaded into the same slot must be decoded again."""
+    spec = LayerSpec(h_in=5, w_in=5, k_in=20, k_out=40, padding=(1, 1, 1, 1), quant=False,
+                     out_bits=32)
+    rng = np.random.default_rng(9)
+    l1 = AddressSpace("l1", 128 << 10, BASE)
+    l1.data[:] = rng.integers(0, 256, l1.size)
+    job = Ne16Job(tuple(conv_jobs(spec, X, OUT, W)[0].get(r.name, 0) for r in isa.REGISTERS))
+    before = run_layer(spec, *operands(rng, spec)[:2], l1=l1)
+    for offset in (0, 37, layout.conv_weight_bytes(40, 20, 9, 8) - 1):  # first, any, last byte
+        l1.data[W - BASE + offset] ^= 0x5A
+        run_both(job, l1)
+    assert not np.array_equal(before, l1.read(OUT, before.size * 4).view("<i4"))

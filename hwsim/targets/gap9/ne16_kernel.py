@@ -8,7 +8,8 @@ every mode). The differences are how, not what:
 
 * one compiled call per job walks the registers' strides over the L1 bytes instead of gathering
   through index plans; the job's modes and geometry are one small integer array per job
-  signature (``Ne16Job.signature``), the pointers are passed as they are;
+  signature (``ne16_words``), the pointers are passed as they are;
+* the weights come decoded from ``ne16_weights``, which decodes each distinct set once;
 * only the outputs the streamer stores are computed (positions past a patch's remainder, the
   skipped positions of strided mode and channels past the k_out remainder are not), and the
   commit writes them in streamer order (so a later store to the same byte wins, as there);
@@ -22,58 +23,30 @@ import numba
 import numpy as np
 
 from hwsim.memory.space import AddressSpace
+from hwsim.targets.gap9 import ne16_weights
 from hwsim.targets.gap9.ne16_datapath import run_job
 from hwsim.targets.gap9.ne16_job import Ne16Job
+from hwsim.targets.gap9.ne16_words import (DEPTHWISE, FILTER, IN_D0, IN_D1, LINEAR, MODE16,
+                                           NB_HO, NB_KI, NB_KO, NB_WO, NO_ROUND, NORM_BIAS,
+                                           NORM_BITS, NORM_SHIFT, OUT_BITS, OUT_D0, OUT_D1,
+                                           OUT_D2, PAD_B, PAD_L, PAD_R, PAD_T, PAD_VALUE,
+                                           POINTWISE, QUANT, REM_HI, REM_HO, REM_KI, REM_KO,
+                                           REM_WI, REM_WO, RELU, SHIFT, STREAMIN, STRIDED,
+                                           last, words)
 
-# The job's modes and geometry (``_params``), by index; pointers by register index.
-(NB_KO, NB_KI, NB_HO, NB_WO, REM_KO, REM_KI, REM_HO, REM_WO, REM_HI, REM_WI, FILTER, MODE16,
- STRIDED, STREAMIN, QUANT, RELU, NORM_BIAS, NORM_SHIFT, SHIFT, NO_ROUND, OUT_BITS, NORM_BITS,
- QW, W_OFFSET, PAD_T, PAD_B, PAD_L, PAD_R, PAD_VALUE, MASK_T, MASK_R, MASK_B, MASK_L, IN_D0,
- IN_D1, OUT_D0, OUT_D1, OUT_D2, W_D0, W_D1, W_D2, PARAMS) = range(42)
-CONV, DEPTHWISE, POINTWISE, LINEAR = range(4)
-W_PTR, IN_PTR, OUT_PTR, SCALE_PTR, SHIFT_PTR, BIAS_PTR = range(6)
+W_PTR, IN_PTR, OUT_PTR, SCALE_PTR, SHIFT_PTR, BIAS_PTR = range(6)    # register indices
 OK, FAULT = 0, 1
-_LIMIT = 2048
-
-
-def params(job: Ne16Job) -> np.ndarray:
-    """The int64 words the kernel reads (indices above), cached per job signature."""
-    found = _PARAMS.get(job.signature)
-    if found is None:
-        if len(_PARAMS) >= _LIMIT:
-            _PARAMS.clear()
-        found = _PARAMS[job.signature] = _params(job)
-    return found
-
-
-_PARAMS: dict = {}
-
-
-def _params(job: Ne16Job) -> np.ndarray:
-    c, p, m = job.config, job.pad, job.mask
-    mode = LINEAR if job.linear else (DEPTHWISE if job.depthwise else
-                                      (POINTWISE if job.pointwise else CONV))
-    words = [job.nb_ko, job.nb_ki, job.nb_ho, job.nb_wo, job.rem_ko, job.rem_ki, job.rem_ho,
-             job.rem_wo, job.rem_hi, job.rem_wi, mode, job.mode16, job.strided, job.streamin,
-             job.quant, job.relu, c["norm_bias"], c["norm_shift"], c["shift"], c["no_round"],
-             job.out_bits, job.norm_bits, job.weight_bits, job.weight_offset, p["top"],
-             p["bottom"], p["left"], p["right"], p["value"], m["top"], m["right"], m["bottom"],
-             m["left"]]
-    words += [job.reg(name) for name in ("INFEAT_D0_STRIDE", "INFEAT_D1_STRIDE",
-                                         "OUTFEAT_D0_STRIDE", "OUTFEAT_D1_STRIDE",
-                                         "OUTFEAT_D2_STRIDE", "WEIGHTS_D0_STRIDE",
-                                         "WEIGHTS_D1_STRIDE", "WEIGHTS_D2_STRIDE")]
-    assert len(words) == PARAMS
-    return np.array(words, np.int64)
 
 
 def start(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: str = "none"):
     """Compute ``job`` from L1 now; returns the commit that stores its outputs."""
-    g = params(job)
+    g, shape = words(job)
     regs = job.regs
-    status, values = compute(l1.data, l1.base, g, regs[W_PTR], regs[IN_PTR], regs[OUT_PTR],
-                             regs[SCALE_PTR], regs[SHIFT_PTR], regs[BIAS_PTR],
-                             bias_add == "saturate", rounding == "config0")
+    w = ne16_weights.effective(job, l1, g)
+    values = np.zeros(shape, np.int64)
+    status = FAULT if w is None else compute(
+        l1.data, l1.base, g, w, regs[IN_PTR], regs[OUT_PTR], regs[SCALE_PTR], regs[SHIFT_PTR],
+        regs[BIAS_PTR], bias_add == "saturate", rounding == "config0", values)
     if status != OK:
         offsets, data = run_job(job, l1, bias_add, rounding)     # raises the fault
         return lambda: l1.data.__setitem__(offsets, data)
@@ -82,38 +55,10 @@ def start(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: str 
 
 
 # -- the kernel ----------------------------------------------------------------------------------
-# A bit-plane byte spread over its 8 channels: lane b (bits 8b..8b+7) of _SPREAD[v] is bit b of
-# v. Lanes hold at most 8 weight bits, so planes shifted by their bit number add without carry.
-_SPREAD = np.array([sum(((v >> b) & 1) << (8 * b) for b in range(8)) for v in range(256)],
-                   np.int64)
-
-
-@numba.njit(cache=True, inline="always")
-def _last(index, count, rem, full):
-    """Size of subtile ``index`` of ``count``: the remainder for the last one, if any."""
-    return rem if index == count - 1 and rem != 0 else full
-
-
 @numba.njit(cache=True, inline="always")
 def _wrap(value, bits):
     """The low ``bits`` bits of ``value`` as a signed number."""
     return (value << (64 - bits)) >> (64 - bits)
-
-
-@numba.njit(cache=True, inline="always")
-def _lane(lanes, c):
-    return (lanes >> (8 * c)) & 0xFF
-
-
-@numba.njit(cache=True)
-def _tap_mask(g):
-    """1 for the 3x3 taps FILTER_MASK leaves enabled."""
-    mask = np.ones(9, np.int32)
-    for t in range(9):
-        r, c = t // 3, t % 3
-        if r < g[MASK_T] or r >= 3 - g[MASK_B] or c < g[MASK_L] or c >= 3 - g[MASK_R]:
-            mask[t] = 0
-    return mask
 
 
 @numba.njit(cache=True, inline="always")
@@ -126,30 +71,30 @@ def _dot(x, w):
 
 
 @numba.njit(cache=True)
-def compute(mem, base, g, w_ptr, in_ptr, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
-            round_config0):
-    """(status, values [positions, K] int64): the output of every stored position and channel
-    (``OK``), or ``FAULT`` when the job reads or would write outside L1."""
+def compute(mem, base, g, w, in_ptr, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+            round_config0, values):
+    """Fill ``values`` [positions, K] (int64, zeros) with the output of every stored position
+    and channel from the effective weights ``w`` (``ne16_weights``): ``OK``, or ``FAULT``
+    when the job reads or would write outside L1."""
     mode = g[FILTER]
     tp = 16 if mode == DEPTHWISE else 32
     nb_ko = g[NB_KO]
     k_count = nb_ko * tp
-    values = np.zeros((1 if mode == LINEAR else g[NB_HO] * g[NB_WO] * 9, k_count), np.int64)
     valid = np.zeros(k_count, np.bool_)
     for k in range(k_count):
-        valid[k] = k % tp < _last(k // tp, nb_ko, g[REM_KO], tp)
+        valid[k] = k % tp < last(k // tp, nb_ko, g[REM_KO], tp)
     if mode == DEPTHWISE:
-        ok = _depthwise(mem, w_ptr - base, in_ptr - base, g, values)
+        ok = _depthwise(mem, in_ptr - base, g, w, values)
     elif mode == LINEAR:
-        ok = _linear(mem, w_ptr - base, in_ptr - base, g, valid, values)
+        ok = _linear(mem, in_ptr - base, g, w, valid, values)
     else:
-        ok = _conv(mem, w_ptr - base, in_ptr - base, g, valid, values)
+        ok = _conv(mem, in_ptr - base, g, w, valid, values)
     if ok:
         ok, norm = _norm_params(mem, g, tp, scale_ptr - base, shift_ptr - base,
                                 bias_ptr - base)
         if ok:
             ok = _finish(mem, g, values, valid, norm, out_ptr - base, saturate, round_config0)
-    return (OK if ok else FAULT), values
+    return OK if ok else FAULT
 
 
 @numba.njit(cache=True)
@@ -163,7 +108,7 @@ def _norm_params(mem, g, tp, scale_off, shift_off, bias_off):
         return True, norm
     nb = g[NORM_BITS] // 8
     for k in range(k_count):
-        if k % tp >= _last(k // tp, g[NB_KO], g[REM_KO], tp):
+        if k % tp >= last(k // tp, g[NB_KO], g[REM_KO], tp):
             continue
         a = scale_off + k * nb
         if a < 0 or a + nb > size:
@@ -189,7 +134,7 @@ def _norm_params(mem, g, tp, scale_off, shift_off, bias_off):
 def _position(g, i, j, p):
     """(stored?, byte offset from OUTFEAT_PTR) of position ``p`` of output patch (i, j)."""
     pr, pc = p // 3, p % 3
-    stored = pr < _last(i, g[NB_HO], g[REM_HO], 3) and pc < _last(j, g[NB_WO], g[REM_WO], 3)
+    stored = pr < last(i, g[NB_HO], g[REM_HO], 3) and pc < last(j, g[NB_WO], g[REM_WO], 3)
     if g[STRIDED] and (pr == 1 or pc == 1):
         stored = False
     return stored, (3 * i + pr) * g[OUT_D2] + (3 * j + pc) * g[OUT_D1]
@@ -268,14 +213,14 @@ def _patch(mem, in_off, g, i, j, xb):
     or little-endian byte pairs in 16-bit mode); False on a read outside L1."""
     size, nb_ho, nb_wo, nb_ki, rem_ki = mem.size, g[NB_HO], g[NB_WO], g[NB_KI], g[REM_KI]
     side, channels = xb.shape[1], xb.shape[3]
-    rows = _last(i, nb_ho, g[REM_HI], side)
-    cols = _last(j, nb_wo, g[REM_WI], side)
+    rows = last(i, nb_ho, g[REM_HI], side)
+    cols = last(j, nb_wo, g[REM_WI], side)
     d0, d1, value = g[IN_D0], g[IN_D1], g[PAD_VALUE]
     pad_t, pad_b, pad_l, pad_r = g[PAD_T], g[PAD_B], g[PAD_L], g[PAD_R]
     pad_lo, pad_hi = value & 0xFF, (value >> 8) if g[MODE16] else value & 0xFF
     per = 16 // channels                        # bytes per channel
     for ki in range(nb_ki):
-        width = _last(ki, nb_ki, rem_ki, 16)
+        width = last(ki, nb_ki, rem_ki, 16)
         for r in range(side):
             edge_row = (i == 0 and r < pad_t) or (i == nb_ho - 1 and r >= 5 - pad_b)
             for c in range(side):
@@ -306,12 +251,9 @@ def _patch(mem, in_off, g, i, j, xb):
 
 
 @numba.njit(cache=True)
-def _conv(mem, w_off, in_off, g, valid, values):
+def _conv(mem, in_off, g, w, valid, values):
     """3x3 and 1x1 modes: per stored position, the (ki, tap, channel) input vector times each
     output channel's weights."""
-    ok, w = _conv_weights(mem, w_off, g)
-    if not ok:
-        return False
     pointwise = g[FILTER] == POINTWISE
     side, taps = (3, 1) if pointwise else (5, 9)
     channels = 8 if g[MODE16] else 16
@@ -341,45 +283,8 @@ def _conv(mem, w_off, in_off, g, valid, values):
 
 
 @numba.njit(cache=True)
-def _conv_weights(mem, w_off, g):
-    """(ok, effective weights [K, KI * taps * channels]) of 3x3 and 1x1 modes: stored +
-    WEIGHT_OFFSET wrapped to int32, zero on masked taps and on channels past the k_out
-    remainder (not read)."""
-    size, qw, offset = mem.size, g[QW], g[W_OFFSET]
-    nb_ko, nb_ki = g[NB_KO], g[NB_KI]
-    pointwise = g[FILTER] == POINTWISE
-    taps = 1 if pointwise else 9
-    bpp = 1 if g[MODE16] else 2
-    channels = 8 * bpp
-    plane = bpp if pointwise else g[W_D0]        # 1x1 reads all planes in one word
-    mask = _tap_mask(g) if not pointwise else np.ones(1, np.int32)
-    w = np.zeros((nb_ko * 32, nb_ki * taps * channels), np.int32)
-    for ko in range(nb_ko):
-        for kk in range(_last(ko, nb_ko, g[REM_KO], 32)):
-            for ki in range(nb_ki):
-                first = w_off + (ko * 32 * nb_ki * qw + ki * qw) * taps * bpp + kk * g[W_D1]
-                for t in range(taps):
-                    lo, hi = np.int64(0), np.int64(0)
-                    for bit in range(qw):
-                        a = first + bit * plane + t * bpp
-                        if a < 0 or a + bpp > size:
-                            return False, w
-                        lo |= _SPREAD[mem[a]] << bit
-                        if bpp == 2:
-                            hi |= _SPREAD[mem[a + 1]] << bit
-                    at = (ki * taps + t) * channels
-                    for c in range(channels):
-                        v = _lane(lo, c) if c < 8 else _lane(hi, c - 8)
-                        w[ko * 32 + kk, at + c] = np.int32(v + offset) * mask[t]
-    return True, w
-
-
-@numba.njit(cache=True)
-def _depthwise(mem, w_off, in_off, g, values):
+def _depthwise(mem, in_off, g, w, values):
     """3x3 depthwise: channel c of k_out subtile ko reads channel c of input subtile ko."""
-    ok, w = _depthwise_weights(mem, w_off, g)
-    if not ok:
-        return False
     nb_ko, nb_wo = g[NB_KO], g[NB_WO]
     xb = np.zeros((nb_ko, 5, 5, 16), np.int32)
     for i in range(g[NB_HO]):
@@ -396,40 +301,14 @@ def _depthwise(mem, w_off, in_off, g, values):
                         acc = np.int32(0)
                         for t in range(9):
                             acc = np.int32(acc + np.int32(
-                                xb[ko, pr + t // 3, pc + t % 3, kk] * w[ko, t, kk]))
+                                xb[ko, pr + t // 3, pc + t % 3, kk] * w[ko, t * 16 + kk]))
                         row[ko * 16 + kk] = acc
     return True
 
 
 @numba.njit(cache=True)
-def _depthwise_weights(mem, w_off, g):
-    """(ok, effective weights [KO, 9, 16]): one 2-byte word per bit-plane and tap holds the 16
-    channels of a subtile (all read, as the streamer does)."""
-    size, qw, offset, nb_ko = mem.size, g[QW], g[W_OFFSET], g[NB_KO]
-    mask = _tap_mask(g)
-    w = np.zeros((nb_ko, 9, 16), np.int32)
-    for ko in range(nb_ko):
-        lim = _last(ko, nb_ko, g[REM_KO], 16)
-        for t in range(9):
-            lo, hi = np.int64(0), np.int64(0)
-            for bit in range(qw):
-                a = w_off + ko * qw * 18 + bit * g[W_D0] + t * 2
-                if a < 0 or a + 2 > size:
-                    return False, w
-                lo |= _SPREAD[mem[a]] << bit
-                hi |= _SPREAD[mem[a + 1]] << bit
-            for c in range(lim):
-                v = _lane(lo, c) if c < 8 else _lane(hi, c - 8)
-                w[ko, t, c] = np.int32(v + offset) * mask[t]
-    return True, w
-
-
-@numba.njit(cache=True)
-def _linear(mem, w_off, in_off, g, valid, values):
+def _linear(mem, in_off, g, w, valid, values):
     """Linear mode: one output vector from KI subtiles of 256 input channels."""
-    ok, w = _linear_weights(mem, w_off, g)
-    if not ok:
-        return False
     ok, x = _linear_input(mem, in_off, g)
     if not ok:
         return False
@@ -437,28 +316,6 @@ def _linear(mem, w_off, in_off, g, valid, values):
         if valid[k]:
             values[0, k] = _dot(x, w[k])
     return True
-
-
-@numba.njit(cache=True)
-def _linear_weights(mem, w_off, g):
-    """(ok, effective weights [K, KI * 256]): per channel and subtile, ``qw`` bit-plane rows of
-    32 bytes."""
-    size, qw, offset, nb_ko, nb_ki = mem.size, g[QW], g[W_OFFSET], g[NB_KO], g[NB_KI]
-    w = np.zeros((nb_ko * 32, nb_ki * 256), np.int32)
-    for ko in range(nb_ko):
-        for kk in range(_last(ko, nb_ko, g[REM_KO], 32)):
-            for ki in range(nb_ki):
-                for byte in range(32):
-                    lanes = np.int64(0)
-                    for bit in range(qw):
-                        a = w_off + ko * g[W_D2] + ki * 32 + kk * g[W_D1] + bit * g[W_D0] + byte
-                        if a < 0 or a >= size:
-                            return False, w
-                        lanes |= _SPREAD[mem[a]] << bit
-                    for b in range(8):
-                        w[ko * 32 + kk, ki * 256 + byte * 8 + b] = np.int32(
-                            _lane(lanes, b) + offset)
-    return True, w
 
 
 @numba.njit(cache=True)
@@ -470,7 +327,7 @@ def _linear_input(mem, in_off, g):
     per = 32 if mode16 else 16
     x = np.zeros(nb_ki * 256, np.int32)
     for ki in range(nb_ki):
-        for n in range(_last(ki, nb_ki, g[REM_KI] * (2 if mode16 else 1), per)):
+        for n in range(last(ki, nb_ki, g[REM_KI] * (2 if mode16 else 1), per)):
             a = in_off + ki * per * 16 + n * g[IN_D0]
             if a < 0 or a + 16 > size:
                 return False, x
@@ -493,7 +350,7 @@ def store(mem, out_off, g, values):
     nbytes = g[OUT_BITS] // 8 if g[QUANT] else 4
     lanes = np.zeros(tp, np.int64)
     for ko in range(nb_ko):
-        lim = _last(ko, nb_ko, g[REM_KO], tp)
+        lim = last(ko, nb_ko, g[REM_KO], tp)
         for kk in range(lim):
             lanes[kk] = _lane_offset(ko * tp + kk, tp, nbytes, g[OUT_D0])
         for m in range(values.shape[0]):
