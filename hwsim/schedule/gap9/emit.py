@@ -25,7 +25,7 @@ from hwsim.isa import gap9 as isa
 from hwsim.isa import ne16
 
 L1 = "l1"
-_REGISTERS = [(reg.name, reg.index) for reg in ne16.REGISTERS]
+_NAMES = [reg.name for reg in ne16.REGISTERS]      # in register index order
 HERE = Location()       # the location of every lowered instruction (none in a file; immutable)
 
 
@@ -62,13 +62,16 @@ class Emitter:
     def job(self, registers: dict) -> int:
         """Queue an NE16 job, writing the registers its context does not already hold."""
         context = self.contexts[self.jobs % ne16.CONTEXTS]
-        for name, index in _REGISTERS:
-            value = registers.get(name, 0)
-            if not 0 <= value < 1 << 32:
-                value = ne16.word(value)        # two's complement, or the error
-            if context[index] != value:
-                context[index] = value
-                self._add(isa.Ne16Write(name, value, HERE))
+        words = [registers.get(name, 0) for name in _NAMES]
+        if words != context:
+            for index, value in enumerate(words):
+                if value != context[index]:
+                    if not 0 <= value < 1 << 32:
+                        value = ne16.word(value)        # two's complement, or the error
+                        if value == context[index]:
+                            continue
+                    context[index] = value
+                    self._add(isa.Ne16Write(_NAMES[index], value, HERE))
         self._add(isa.Ne16Commit(HERE), writes=True)
         self.jobs += 1
         return self.jobs - 1

@@ -189,6 +189,7 @@ class Ne16Layer:
         last = self.clamp or self.rescale
         return (last or self.op).output.dtype.name
 
+    @functools.cached_property
     def _factor(self) -> np.ndarray:
         mult = self.rescale.const("multiplier").astype(float).reshape(-1)
         shift = self.rescale.const("shift").astype(float).reshape(-1)
@@ -213,7 +214,7 @@ class Ne16Layer:
     @functools.cached_property
     def _ne16(self) -> tuple:
         """(scale, shift, bias) per output channel of the fused normalisation."""
-        factor = self._factor()
+        factor = self._factor
         scale, shift, _ = quant.ne16_scale_shift(factor, 0, norm_bits=8, max_shift=24)
         sums = np.abs(self.w.reshape(self.w.shape[0], -1)).sum(axis=1)
         bound = sums * 255 + np.abs(self.bias)
@@ -244,7 +245,7 @@ class Ne16Layer:
     def _ne16_norm(self) -> dict:
         scale, shift, bias = self._ne16
         live = scale > 0
-        deviation = scale[live] * np.exp2(-shift[live].astype(float)) / self._factor()[live] - 1
+        deviation = scale[live] * np.exp2(-shift[live].astype(float)) / self._factor[live] - 1
         self.notes.append(f"NE16 scale/shift deviates from the RESCALE by up to "
                           f"{100 * np.abs(deviation).max(initial=0):.2f}%")
         return {"scale": scale, "shift": shift, "bias": bias}
@@ -272,7 +273,7 @@ class Ne16Layer:
         mult = self.rescale.const("multiplier").reshape(-1)
         shift = self.rescale.const("shift").reshape(-1)
         if self.bits < 8:
-            pairs = [quantize_scale(float(f), bool(self.rescale.scale32)) for f in self._factor()]
+            pairs = [quantize_scale(float(f), bool(self.rescale.scale32)) for f in self._factor]
             mult = np.array([m for m, _ in pairs], mult.dtype)
             shift = np.array([s for _, s in pairs], np.int8)
         return {"mult": mult, "shift": shift}
