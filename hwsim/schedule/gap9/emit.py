@@ -63,15 +63,14 @@ class Emitter:
         """Queue an NE16 job, writing the registers its context does not already hold."""
         context = self.contexts[self.jobs % ne16.CONTEXTS]
         words = [registers.get(name, 0) for name in _NAMES]
-        if words != context:
-            for index, value in enumerate(words):
-                if value != context[index]:
-                    if not 0 <= value < 1 << 32:
-                        value = ne16.word(value)        # two's complement, or the error
-                        if value == context[index]:
-                            continue
-                    context[index] = value
-                    self._add(isa.Ne16Write(_NAMES[index], value, HERE))
+        for index in [i for i, (new, held) in enumerate(zip(words, context)) if new != held]:
+            value = words[index]
+            if not 0 <= value < 1 << 32:
+                value = ne16.word(value)        # two's complement, or the error
+                if value == context[index]:
+                    continue
+            context[index] = value
+            self._add(isa.Ne16Write(_NAMES[index], value, HERE))
         self._add(isa.Ne16Commit(HERE), writes=True)
         self.jobs += 1
         return self.jobs - 1

@@ -168,10 +168,11 @@ def conv_jobs(spec: LayerSpec, input_ptr: int, output_ptr: int, weights_ptr: int
     if spec.stride == 1:
         return [_tile(spec, common, input_ptr, output_ptr, 0, 0, spec.h_out, spec.w_out, 1)]
     jobs = []
-    for ty in range(-(-spec.h_out // 2)):
-        for tx in range(-(-spec.w_out // 2)):
-            rows, cols = min(2, spec.h_out - 2 * ty), min(2, spec.w_out - 2 * tx)
-            out = output_ptr + (2 * ty * spec.w_out + 2 * tx) * spec.k_out * spec.out_bytes
+    h_out, w_out, out_pixel = spec.h_out, spec.w_out, spec.k_out * spec.out_bytes
+    for ty in range(-(-h_out // 2)):
+        for tx in range(-(-w_out // 2)):
+            rows, cols = min(2, h_out - 2 * ty), min(2, w_out - 2 * tx)
+            out = output_ptr + (2 * ty * w_out + 2 * tx) * out_pixel
             jobs.append(_tile(spec, common, input_ptr, out, 4 * ty, 4 * tx,
                               2 * rows - 1, 2 * cols - 1, 2))
     return jobs
