@@ -282,7 +282,15 @@ def _effective(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
                            lambda: effective_weights(job, _weight_values(job, raw)))
 
 
-def _as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
+def weights(job: Ne16Job, l1: AddressSpace) -> tuple[np.ndarray, int, int]:
+    """``job``'s effective weights from L1 (3x3 / 1x1 [K, KI, taps, channels], depthwise
+    [K, 9], linear [K, KI * 256]) and the range [first, end) of the bytes they come from,
+    relative to WEIGHTS_PTR."""
+    gather = _PLANS.get_or(("weights", job.signature), lambda: _weight_plan(job))
+    return _effective(job, l1), gather.lo, gather.hi + 1
+
+
+def as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
     """Input bytes (..., 16) as unsigned channels: uint8, or uint16 pairs in 16-bit mode."""
     return np.ascontiguousarray(x).view("<u2") if mode16 else x
 
@@ -292,7 +300,7 @@ def accumulate(job: Ne16Job, l1: AddressSpace, kernels=None) -> np.ndarray:
     gemm, depthwise = kernels or (gemm_wrap32, depthwise_wrap32)
     w = _effective(job, l1)
     if job.linear:
-        x = _as_channels(linear_inputs(job, l1), job.mode16).reshape(1, -1)
+        x = as_channels(linear_inputs(job, l1), job.mode16).reshape(1, -1)
         return gemm(np.ascontiguousarray(x), np.ascontiguousarray(w[:, :x.shape[1]]))
     buf = input_buffers(job, l1)                                      # [I, J, KI, B, B, 16]
     if job.pointwise:
@@ -301,7 +309,7 @@ def accumulate(job: Ne16Job, l1: AddressSpace, kernels=None) -> np.ndarray:
         rows = _PIX_R[:, None] + _PIX_R[None, :]
         cols = _PIX_C[:, None] + _PIX_C[None, :]
         patches = buf[:, :, :, rows, cols]                            # [I, J, KI, 9p, 9t, 16]
-    patches = _as_channels(patches, job.mode16)
+    patches = as_channels(patches, job.mode16)
     if job.depthwise:
         out = np.zeros((job.nb_ho * job.nb_wo * 9, job.nb_ko * TP_IN), np.int32)
         for ko in range(job.nb_ko):

@@ -9,7 +9,10 @@ every mode). The differences are how, not what:
 * one compiled call per job walks the registers' strides over the L1 bytes instead of gathering
   through index plans; the job's modes and geometry are one small integer array per job
   signature (``ne16_words``), the pointers are passed as they are;
-* the weights come decoded from ``ne16_weights``, which decodes each distinct set once;
+* the weights (and linear mode's input vector) are gathered and decoded by the twin, in numpy,
+  once per distinct set: the tiles of a layer read the same weights at the same address, so
+  they are kept per job signature and pointer with a copy of the bytes they came from, and
+  decoded again only when those bytes change (a weight block reloaded into the same slot);
 * only the outputs the streamer stores are computed (positions past a patch's remainder, the
   skipped positions of strided mode and channels past the k_out remainder are not), and the
   commit writes them in streamer order (so a later store to the same byte wins, as there);
@@ -23,8 +26,7 @@ import numba
 import numpy as np
 
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9 import ne16_weights
-from hwsim.targets.gap9.ne16_datapath import run_job
+from hwsim.targets.gap9 import ne16_datapath as twin
 from hwsim.targets.gap9.ne16_job import Ne16Job
 from hwsim.targets.gap9.ne16_words import (DEPTHWISE, FILTER, IN_D0, IN_D1, LINEAR, MODE16,
                                            NB_HO, NB_KI, NB_KO, NB_WO, NO_ROUND, NORM_BIAS,
@@ -36,25 +38,149 @@ from hwsim.targets.gap9.ne16_words import (DEPTHWISE, FILTER, IN_D0, IN_D1, LINE
 
 W_PTR, IN_PTR, OUT_PTR, SCALE_PTR, SHIFT_PTR, BIAS_PTR = range(6)    # register indices
 OK, FAULT = 0, 1
+_WEIGHTS: dict = {}         # (signature, WEIGHTS_PTR offset) -> (first byte, bytes, weights)
+_WEIGHT_BYTES = 32 << 20    # decoded weights kept at most (then the cache starts again)
 
 
 def start(job: Ne16Job, l1: AddressSpace, bias_add: str = "wrap", rounding: str = "none"):
     """Compute ``job`` from L1 now; returns the commit that stores its outputs."""
     g, shape = words(job)
     regs = job.regs
-    w = ne16_weights.effective(job, l1, g)
+    w = _weights(job, l1)                        # a read outside L1 raises, as in the twin
     values = np.zeros(shape, np.int64)
-    status = FAULT if w is None else compute(
-        l1.data, l1.base, g, w, regs[IN_PTR], regs[OUT_PTR], regs[SCALE_PTR], regs[SHIFT_PTR],
-        regs[BIAS_PTR], bias_add == "saturate", rounding == "config0", values)
+    rest = (l1.data, l1.base, g, regs[OUT_PTR], regs[SCALE_PTR], regs[SHIFT_PTR],
+            regs[BIAS_PTR], bias_add == "saturate", rounding == "config0", values)
+    if job.linear:
+        x = twin.linear_inputs(job, l1)
+        x = np.ascontiguousarray(twin.as_channels(x, job.mode16)).reshape(-1)
+        status = linear(x.astype(np.int32), w, *rest)
+    elif job.depthwise:
+        status = depthwise(regs[IN_PTR], w, *rest)
+    else:
+        status = conv(regs[IN_PTR], w.reshape(w.shape[0], -1), *rest)
     if status != OK:
-        offsets, data = run_job(job, l1, bias_add, rounding)     # raises the fault
+        offsets, data = twin.run_job(job, l1, bias_add, rounding)     # raises the fault
         return lambda: l1.data.__setitem__(offsets, data)
     out = regs[OUT_PTR] - l1.base
     return lambda: store(l1.data, out, g, values)
 
 
-# -- the kernel ----------------------------------------------------------------------------------
+def _weights(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
+    """The twin's effective weights (3x3 / 1x1 [K, KI, taps, channels], depthwise [K, 9],
+    linear [K, KI * 256]), kept while the bytes they come from are unchanged."""
+    off = job.regs[W_PTR] - l1.base
+    key = (job.signature, off)
+    found = _WEIGHTS.get(key)
+    if found is not None:
+        first, raw, w = found
+        if l1.data[off + first:off + first + len(raw)].tobytes() == raw:
+            return w
+    w, first, end = twin.weights(job, l1)
+    if sum(entry[2].nbytes for entry in _WEIGHTS.values()) + w.nbytes > _WEIGHT_BYTES:
+        _WEIGHTS.clear()
+    _WEIGHTS[key] = (first, l1.data[off + first:off + end].tobytes(), w)
+    return w
+
+
+# -- the kernels: one per mode, each ends with the same normalisation ---------------------------
+@numba.njit(cache=True)
+def conv(in_ptr, w, mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+         round_config0, values):
+    """3x3 and 1x1 modes: fill ``values`` [positions, K] (zeros) with the output of every
+    stored position and channel; ``OK``, or ``FAULT`` when the job reads or would write
+    outside L1. Per stored position, the (ki, tap, channel) input vector times the weights
+    ``w`` [K, KI * taps * channels] of each output channel."""
+    valid = _valid(g)
+    pointwise = g[FILTER] == POINTWISE
+    side, taps = (3, 1) if pointwise else (5, 9)
+    channels = 8 if g[MODE16] else 16
+    nb_ki = g[NB_KI]
+    xb = np.zeros((nb_ki, side, side, channels), np.int32)
+    x = np.zeros(nb_ki * taps * channels, np.int32)
+    for i in range(g[NB_HO]):
+        for j in range(g[NB_WO]):
+            if not _patch(mem, in_ptr - base, g, i, j, xb):
+                return FAULT
+            for p in range(9):
+                if not _position(g, i, j, p)[0]:
+                    continue
+                pr, pc = p // 3, p % 3
+                for ki in range(nb_ki):
+                    for t in range(taps):
+                        r, c = (pr, pc) if pointwise else (pr + t // 3, pc + t % 3)
+                        at = (ki * taps + t) * channels
+                        xr = xb[ki, r, c]
+                        for q in range(channels):
+                            x[at + q] = xr[q]
+                m = (i * g[NB_WO] + j) * 9 + p
+                for k in range(valid.size):
+                    if valid[k]:
+                        values[m, k] = _dot(x, w[k])
+    return _normalise(mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+                      round_config0, values, valid)
+
+
+@numba.njit(cache=True)
+def depthwise(in_ptr, w, mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+              round_config0, values):
+    """3x3 depthwise (as ``conv``): channel c of k_out subtile ko reads channel c of input
+    subtile ko; ``w`` [K, 9]."""
+    nb_ko, nb_wo = g[NB_KO], g[NB_WO]
+    xb = np.zeros((nb_ko, 5, 5, 16), np.int32)
+    for i in range(g[NB_HO]):
+        for j in range(nb_wo):
+            if not _patch(mem, in_ptr - base, g, i, j, xb):
+                return FAULT
+            for p in range(9):
+                if not _position(g, i, j, p)[0]:
+                    continue
+                pr, pc = p // 3, p % 3
+                row = values[(i * nb_wo + j) * 9 + p]
+                for ko in range(nb_ko):
+                    for kk in range(16):        # a sum in a register: numba vectorises it
+                        wk = w[ko * 16 + kk]
+                        acc = np.int32(0)
+                        for t in range(9):
+                            acc = np.int32(acc + np.int32(
+                                xb[ko, pr + t // 3, pc + t % 3, kk] * wk[t]))
+                        row[ko * 16 + kk] = acc
+    return _normalise(mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+                      round_config0, values, _valid(g))
+
+
+@numba.njit(cache=True)
+def linear(x, w, mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+           round_config0, values):
+    """Linear mode (as ``conv``): the input vector ``x`` [KI * 256] times ``w``
+    [K, KI * 256]."""
+    valid = _valid(g)
+    for k in range(valid.size):
+        if valid[k]:
+            values[0, k] = _dot(x, w[k])
+    return _normalise(mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
+                      round_config0, values, valid)
+
+
+@numba.njit(cache=True)
+def _valid(g):
+    """The output channels of the k_out subtiles, False past the last one's remainder."""
+    tp = 16 if g[FILTER] == DEPTHWISE else 32
+    valid = np.zeros(g[NB_KO] * tp, np.bool_)
+    for k in range(valid.size):
+        valid[k] = k % tp < last(k // tp, g[NB_KO], g[REM_KO], tp)
+    return valid
+
+
+@numba.njit(cache=True)
+def _normalise(mem, base, g, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate, round_config0,
+               values, valid):
+    tp = 16 if g[FILTER] == DEPTHWISE else 32
+    ok, norm = _norm_params(mem, g, tp, scale_ptr - base, shift_ptr - base, bias_ptr - base)
+    if ok and _finish(mem, g, values, valid, norm, out_ptr - base, saturate, round_config0):
+        return OK
+    return FAULT
+
+
 @numba.njit(cache=True, inline="always")
 def _wrap(value, bits):
     """The low ``bits`` bits of ``value`` as a signed number."""
@@ -68,33 +194,6 @@ def _dot(x, w):
     for n in range(x.size):
         acc = np.int32(acc + np.int32(x[n] * w[n]))
     return acc
-
-
-@numba.njit(cache=True)
-def compute(mem, base, g, w, in_ptr, out_ptr, scale_ptr, shift_ptr, bias_ptr, saturate,
-            round_config0, values):
-    """Fill ``values`` [positions, K] (int64, zeros) with the output of every stored position
-    and channel from the effective weights ``w`` (``ne16_weights``): ``OK``, or ``FAULT``
-    when the job reads or would write outside L1."""
-    mode = g[FILTER]
-    tp = 16 if mode == DEPTHWISE else 32
-    nb_ko = g[NB_KO]
-    k_count = nb_ko * tp
-    valid = np.zeros(k_count, np.bool_)
-    for k in range(k_count):
-        valid[k] = k % tp < last(k // tp, nb_ko, g[REM_KO], tp)
-    if mode == DEPTHWISE:
-        ok = _depthwise(mem, in_ptr - base, g, w, values)
-    elif mode == LINEAR:
-        ok = _linear(mem, in_ptr - base, g, w, valid, values)
-    else:
-        ok = _conv(mem, in_ptr - base, g, w, valid, values)
-    if ok:
-        ok, norm = _norm_params(mem, g, tp, scale_ptr - base, shift_ptr - base,
-                                bias_ptr - base)
-        if ok:
-            ok = _finish(mem, g, values, valid, norm, out_ptr - base, saturate, round_config0)
-    return OK if ok else FAULT
 
 
 @numba.njit(cache=True)
@@ -217,127 +316,31 @@ def _patch(mem, in_off, g, i, j, xb):
     cols = last(j, nb_wo, g[REM_WI], side)
     d0, d1, value = g[IN_D0], g[IN_D1], g[PAD_VALUE]
     pad_t, pad_b, pad_l, pad_r = g[PAD_T], g[PAD_B], g[PAD_L], g[PAD_R]
-    pad_lo, pad_hi = value & 0xFF, (value >> 8) if g[MODE16] else value & 0xFF
-    per = 16 // channels                        # bytes per channel
+    mode16 = g[MODE16] != 0
+    pad = np.zeros(16, np.int32)                # the PADDING value's bytes
+    for b in range(16):
+        pad[b] = (value >> 8) & 0xFF if mode16 and b % 2 else value & 0xFF
+    byte = np.zeros(16, np.int32)
     for ki in range(nb_ki):
         width = last(ki, nb_ki, rem_ki, 16)
         for r in range(side):
             edge_row = (i == 0 and r < pad_t) or (i == nb_ho - 1 and r >= 5 - pad_b)
             for c in range(side):
-                xr = xb[ki, r, c]
-                if r >= rows or c >= cols:
-                    xr[:] = 0
-                    continue
                 explicit = edge_row or (j == 0 and c < pad_l) or (j == nb_wo - 1 and
                                                                    c >= 5 - pad_r)
                 a = in_off + (3 * i + r) * d1 + (3 * j + c) * d0 + 16 * ki
-                if not explicit and width and (a < 0 or a + width > size):
+                loaded = width if r < rows and c < cols else 0
+                if loaded and not explicit and (a < 0 or a + loaded > size):
                     return False
-                if not explicit and per == 1:                  # the common case
-                    for q in range(width):
-                        xr[q] = mem[a + q]
-                    for q in range(width, 16):
-                        xr[q] = 0
-                    continue
-                for q in range(channels):
-                    v = 0
-                    for h in range(per):
-                        b = q * per + h
-                        if b < width:
-                            byte = (pad_hi if b % 2 else pad_lo) if explicit else mem[a + b]
-                            v |= np.int32(byte) << (8 * h)
-                    xr[q] = v
-    return True
-
-
-@numba.njit(cache=True)
-def _conv(mem, in_off, g, w, valid, values):
-    """3x3 and 1x1 modes: per stored position, the (ki, tap, channel) input vector times each
-    output channel's weights."""
-    pointwise = g[FILTER] == POINTWISE
-    side, taps = (3, 1) if pointwise else (5, 9)
-    channels = 8 if g[MODE16] else 16
-    nb_ki = g[NB_KI]
-    xb = np.zeros((nb_ki, side, side, channels), np.int32)
-    x = np.zeros(nb_ki * taps * channels, np.int32)
-    for i in range(g[NB_HO]):
-        for j in range(g[NB_WO]):
-            if not _patch(mem, in_off, g, i, j, xb):
-                return False
-            for p in range(9):
-                if not _position(g, i, j, p)[0]:
-                    continue
-                pr, pc = p // 3, p % 3
-                for ki in range(nb_ki):
-                    for t in range(taps):
-                        r, c = (pr, pc) if pointwise else (pr + t // 3, pc + t % 3)
-                        at = (ki * taps + t) * channels
-                        xr = xb[ki, r, c]
-                        for q in range(channels):
-                            x[at + q] = xr[q]
-                m = (i * g[NB_WO] + j) * 9 + p
-                for k in range(valid.size):
-                    if valid[k]:
-                        values[m, k] = _dot(x, w[k])
-    return True
-
-
-@numba.njit(cache=True)
-def _depthwise(mem, in_off, g, w, values):
-    """3x3 depthwise: channel c of k_out subtile ko reads channel c of input subtile ko."""
-    nb_ko, nb_wo = g[NB_KO], g[NB_WO]
-    xb = np.zeros((nb_ko, 5, 5, 16), np.int32)
-    for i in range(g[NB_HO]):
-        for j in range(nb_wo):
-            if not _patch(mem, in_off, g, i, j, xb):
-                return False
-            for p in range(9):
-                if not _position(g, i, j, p)[0]:
-                    continue
-                pr, pc = p // 3, p % 3
-                row = values[(i * nb_wo + j) * 9 + p]
-                for ko in range(nb_ko):
-                    for kk in range(16):        # a sum in a register: numba vectorises it
-                        acc = np.int32(0)
-                        for t in range(9):
-                            acc = np.int32(acc + np.int32(
-                                xb[ko, pr + t // 3, pc + t % 3, kk] * w[ko, t * 16 + kk]))
-                        row[ko * 16 + kk] = acc
-    return True
-
-
-@numba.njit(cache=True)
-def _linear(mem, in_off, g, w, valid, values):
-    """Linear mode: one output vector from KI subtiles of 256 input channels."""
-    ok, x = _linear_input(mem, in_off, g)
-    if not ok:
-        return False
-    for k in range(valid.size):
-        if valid[k]:
-            values[0, k] = _dot(x, w[k])
-    return True
-
-
-@numba.njit(cache=True)
-def _linear_input(mem, in_off, g):
-    """(ok, input channels [KI * 256]): 16-byte words, 16 per subtile (32 in 16-bit mode, as
-    little-endian pairs), zero past the loaded ones."""
-    size, nb_ki = mem.size, g[NB_KI]
-    mode16 = g[MODE16] != 0
-    per = 32 if mode16 else 16
-    x = np.zeros(nb_ki * 256, np.int32)
-    for ki in range(nb_ki):
-        for n in range(last(ki, nb_ki, g[REM_KI] * (2 if mode16 else 1), per)):
-            a = in_off + ki * per * 16 + n * g[IN_D0]
-            if a < 0 or a + 16 > size:
-                return False, x
-            for b in range(16):
-                f = (ki * per + n) * 16 + b
+                for b in range(16):
+                    byte[b] = 0 if b >= loaded else (pad[b] if explicit else mem[a + b])
+                xr = xb[ki, r, c]
                 if mode16:
-                    x[f // 2] |= np.int32(mem[a + b]) << (8 * (f % 2))
+                    for q in range(8):
+                        xr[q] = byte[2 * q] | (byte[2 * q + 1] << 8)
                 else:
-                    x[f] = mem[a + b]
-    return True, x
+                    xr[:] = byte
+    return True
 
 
 @numba.njit(cache=True)

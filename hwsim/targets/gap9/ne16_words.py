@@ -2,8 +2,7 @@
 
 ``words(job)`` decodes a job's registers (``Ne16Job``) into one small array, indexed by the
 constants below, once per job signature (the registers but the pointers: the tiles of a layer
-share one); the compiled functions (``ne16_kernel``, ``ne16_weights``) take it with the
-pointers beside it.
+share one); the compiled kernels (``ne16_kernel``) take it with the pointers beside it.
 """
 
 from __future__ import annotations
