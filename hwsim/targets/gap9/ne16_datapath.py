@@ -329,6 +329,15 @@ def output_addresses(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def _output_plan(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    pos, pos_ok, chan_off, k_ok = output_layout(job, nbytes)
+    return pos[:, None] + chan_off[None, :], pos_ok[:, None] & k_ok[None, :]
+
+
+def output_layout(job: Ne16Job, nbytes: int) -> tuple:
+    """Where the streamer writes values of ``nbytes`` bytes: the offset from OUTFEAT_PTR of
+    every output position's pixel (patch row and column, then position in the patch; one in
+    linear mode) and whether it is written, and the offset of every channel in its pixel and
+    whether it is written: (pos, pos_ok [positions], chan_off, k_ok [K])."""
     tp, d0 = job.tp_out, job.reg("OUTFEAT_D0_STRIDE")
     d1, d2 = job.reg("OUTFEAT_D1_STRIDE"), job.reg("OUTFEAT_D2_STRIDE")
     per_word = max(1, 32 // nbytes)
@@ -338,14 +347,14 @@ def _output_plan(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
     chan_off = ko * tp * nbytes + lane
     k_ok = kk < _sizes(job, job.k_out_lim, job.nb_ko)[ko]
     if job.linear:
-        return chan_off[None, :], k_ok[None, :]
+        return np.zeros(1, np.int64), np.ones(1, bool), chan_off, k_ok
     i, j, p = _grid(job.nb_ho, job.nb_wo, 9)
     pos = (PATCH * i + _PIX_R[p]) * d2 + (PATCH * j + _PIX_C[p]) * d1
     pos_ok = (_PIX_R[p] < _sizes(job, job.h_out, job.nb_ho)[i]) & \
              (_PIX_C[p] < _sizes(job, job.w_out, job.nb_wo)[j])
     if job.strided:
         pos_ok = pos_ok & _STRIDED[p]
-    return pos.reshape(-1, 1) + chan_off[None, :], pos_ok.reshape(-1, 1) & k_ok[None, :]
+    return pos.reshape(-1), pos_ok.reshape(-1), chan_off, k_ok
 
 
 def _wrap(values: np.ndarray, bits: int) -> np.ndarray:

@@ -1,50 +1,59 @@
-"""A job as the compiled NE16 datapath reads it: its modes and geometry as int64 words.
+"""A job as the compiled NE16 datapath reads it: its modes and geometry as arrays.
 
-``words(job)`` decodes a job's registers (``Ne16Job``) into one small array, indexed by the
-constants below, once per job signature (the registers but the pointers: the tiles of a layer
-share one); the compiled kernels (``ne16_kernel``) take it with the pointers beside it.
+``words(job)`` decodes a job's registers (``Ne16Job``) once per job signature (the registers
+but the pointers: the tiles of a layer share one) into int64 words indexed by the constants
+below, and lays out its outputs as the streamer writes them (``ne16_datapath.output_layout``):
+which channels and positions are written and where. The compiled kernels (``ne16_kernel``)
+take these with the pointers beside them.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
+from hwsim.targets.gap9.ne16_datapath import output_layout
 from hwsim.targets.gap9.ne16_job import Ne16Job
 
-(NB_KO, NB_KI, NB_HO, NB_WO, REM_KO, REM_KI, REM_HO, REM_WO, REM_HI, REM_WI, FILTER, MODE16,
- STRIDED, STREAMIN, QUANT, RELU, NORM_BIAS, NORM_SHIFT, SHIFT, NO_ROUND, OUT_BITS, NORM_BITS,
- QW, W_OFFSET, PAD_T, PAD_B, PAD_L, PAD_R, PAD_VALUE, MASK_T, MASK_R, MASK_B, MASK_L, IN_D0,
- IN_D1, OUT_D0, OUT_D1, OUT_D2, W_D0, W_D1, W_D2, COUNT) = range(42)
+(FILTER, MODE16, NB_KO, NB_KI, NB_HO, NB_WO, REM_KI, REM_HI, REM_WI, IN_D0, IN_D1, PAD_T, PAD_B,
+ PAD_L, PAD_R, PAD_VALUE, STREAMIN, QUANT, NORM_BITS, NORM_BIAS, NORM_SHIFT, SHIFT, NO_ROUND,
+ RELU, OUT_BITS, COUNT) = range(26)
 CONV, DEPTHWISE, POINTWISE, LINEAR = range(4)        # FILTER
-_STRIDES = ("INFEAT_D0_STRIDE", "INFEAT_D1_STRIDE", "OUTFEAT_D0_STRIDE", "OUTFEAT_D1_STRIDE",
-            "OUTFEAT_D2_STRIDE", "WEIGHTS_D0_STRIDE", "WEIGHTS_D1_STRIDE", "WEIGHTS_D2_STRIDE")
 _WORDS: dict = {}
 _LIMIT = 2048
 
 
-def words(job: Ne16Job) -> tuple[np.ndarray, tuple]:
-    """The job's words and the shape of its output values ([positions, K]: every output
-    position of its patches, or one in linear mode; every channel of its k_out subtiles)."""
+class Words(NamedTuple):
+    g: np.ndarray           # int64 words, indexed by the constants above
+    valid: np.ndarray       # bool [K]: output channels within their subtile's remainder
+    lanes: np.ndarray       # int64 [K]: byte offset of each channel's value in its pixel
+    stored: np.ndarray      # bool [positions]: output positions the streamer writes
+    pos: np.ndarray         # int64 [positions]: offset of each position's pixel from OUTFEAT_PTR
+
+
+def words(job: Ne16Job) -> Words:
+    """The job's words and output layout, cached per job signature."""
     found = _WORDS.get(job.signature)
     if found is None:
         if len(_WORDS) >= _LIMIT:
             _WORDS.clear()
-        positions = 1 if job.linear else job.nb_ho * job.nb_wo * 9
-        found = _WORDS[job.signature] = (_words(job), (positions, job.nb_ko * job.tp_out))
+        nbytes = job.out_bits // 8 if job.quant else 4
+        pos, stored, lanes, valid = output_layout(job, nbytes)
+        found = _WORDS[job.signature] = Words(_words(job), valid, lanes, stored, pos)
     return found
 
 
 def _words(job: Ne16Job) -> np.ndarray:
-    c, p, m = job.config, job.pad, job.mask
+    c, p = job.config, job.pad
     mode = LINEAR if job.linear else (DEPTHWISE if job.depthwise else
                                       (POINTWISE if job.pointwise else CONV))
-    values = [job.nb_ko, job.nb_ki, job.nb_ho, job.nb_wo, job.rem_ko, job.rem_ki, job.rem_ho,
-              job.rem_wo, job.rem_hi, job.rem_wi, mode, job.mode16, job.strided, job.streamin,
-              job.quant, job.relu, c["norm_bias"], c["norm_shift"], c["shift"], c["no_round"],
-              job.out_bits, job.norm_bits, job.weight_bits, job.weight_offset, p["top"],
-              p["bottom"], p["left"], p["right"], p["value"], m["top"], m["right"],
-              m["bottom"], m["left"]] + [job.reg(name) for name in _STRIDES]
+    values = [mode, job.mode16, job.nb_ko, job.nb_ki, job.nb_ho, job.nb_wo, job.rem_ki,
+              job.rem_hi, job.rem_wi, job.reg("INFEAT_D0_STRIDE"), job.reg("INFEAT_D1_STRIDE"),
+              p["top"], p["bottom"], p["left"], p["right"], p["value"], job.streamin, job.quant,
+              job.norm_bits, c["norm_bias"], c["norm_shift"], c["shift"], c["no_round"],
+              job.relu, job.out_bits]
     assert len(values) == COUNT
     return np.array(values, np.int64)
 
