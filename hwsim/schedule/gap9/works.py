@@ -70,6 +70,8 @@ class Work:
         self.in_offsets: dict = {}
         self.out_offset = 0
         self.notes: list = []
+        self._made: list = []           # the tilings made so far (``candidates``)
+        self._source = None
 
     def prefers_offset(self, name: str) -> bool | None:
         return False
@@ -94,8 +96,8 @@ class Work:
     def candidates(self, limit: int = 256):
         """The first ``limit`` of ``tilings()``, each made once (planning walks them again
         after every change of residency)."""
-        if not hasattr(self, "_made"):
-            self._made, self._source = [], iter(self.tilings())
+        if self._source is None:
+            self._source = iter(self.tilings())
         for n in range(limit):
             if n == len(self._made):
                 tiling = next(self._source, None)
