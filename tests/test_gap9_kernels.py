@@ -310,3 +310,17 @@ def test_scale_helpers_match_the_spec_vectors():
     assert tosa_int.apply_scale_32(v, 1 << 30, 40).tolist() == [-1, 0, 1, 1]
     assert tosa_int.apply_scale_32(v, 1 << 30, 40, True).tolist() == [-2, -1, 1, 2]
     assert tosa_int.clz32([0, 1, -1, 0x7FFFFFFF]).tolist() == [32, 31, 0, 1]
+
+
+@pytest.mark.parametrize("scale32, double_round", [(True, False), (True, True), (False, False)])
+@pytest.mark.parametrize("unsigned", [False, True])
+def test_compiled_rescale_matches_its_numpy_twin(scale32, double_round, unsigned):
+    """Any values, multipliers and shifts (also outside what TOSA allows: the numpy shifts'
+    edge behaviour), per tensor and per channel, and a broadcast only the twin takes."""
+    x = rng.integers(-(1 << 40), 1 << 40, (3, 5, 7))
+    for mult, shift in ((rng.integers(-(1 << 31), 1 << 31, 7), rng.integers(-70, 70, 7)),
+                        ([1 << 30], [35]), (rng.integers(0, 1 << 15, 7), rng.integers(2, 50, 7)),
+                        (rng.integers(0, 1 << 30, (5, 1)), [31])):
+        for out_t in ("i8", "u16", "i32"):
+            args = (x, mult, shift, -7, 3, out_t, scale32, double_round, unsigned, 16)
+            assert np.array_equal(tosa_int.rescale(*args), tosa_int.rescale_np(*args))

@@ -1,4 +1,5 @@
-"""NE16 numerics: every mode against the independent model in tests/gap9_oracle.py."""
+"""NE16 numerics: every mode against the independent model in tests/gap9_oracle.py, through the
+compiled datapath (``ne16_kernel``) and its numpy twin (``ne16_datapath.run_job``) alike."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import MemoryFault, ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9 import layout
+from hwsim.targets.gap9 import layout, ne16_kernel
 from hwsim.targets.gap9.ne16_datapath import (depthwise_wrap32, depthwise_wrap32_np, gemm_wrap32,
                                               gemm_wrap32_np, run_job)
 from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
@@ -19,8 +20,11 @@ X, W, OUT, SCALE, BIAS, SHIFT = (BASE + o for o in (0x100, 0x8000, 0x10000, 0x1F
                                                     0x1F800))
 
 
-def run_layer(spec, x, w_stored, scale=None, bias=None, shift=None, l1=None, **readings):
-    """Place the operands in a fresh L1, run the driver's jobs, return the output tensor."""
+def run_layer(spec, x, w_stored, scale=None, bias=None, shift=None, l1=None, kernels=None,
+              **readings):
+    """Place the operands in a fresh L1, run the driver's jobs, return the output tensor.
+    Each job runs through the compiled datapath and through the twin (on a copy of L1, with
+    the twin's ``kernels``): the two must leave L1 byte for byte the same."""
     l1 = l1 or AddressSpace("l1", 128 << 10, BASE)
     l1.write(X, np.ascontiguousarray(x))
     if spec.linear:
@@ -37,13 +41,23 @@ def run_layer(spec, x, w_stored, scale=None, bias=None, shift=None, l1=None, **r
         l1.write(SHIFT, layout.pack_shift(shift))
     for n, regs in enumerate(conv_jobs(spec, X, OUT, W, SCALE, SHIFT, BIAS)):
         job = Ne16Job(tuple(regs.get(r.name, 0) for r in isa.REGISTERS), n)
-        offsets, data = run_job(job, l1, **readings)
-        l1.data[offsets] = data
+        run_both(job, l1, kernels, **readings)
     count = spec.k_out if spec.linear else spec.h_out * spec.w_out * spec.k_out
     dtype = {8: "u1" if spec.relu else "i1", 16: "<u2" if spec.relu else "<i2",
              32: "<u4" if spec.relu and spec.quant else "<i4"}[spec.out_bits if spec.quant else 32]
     nbytes = count * np.dtype(dtype).itemsize
     return l1.read(OUT, nbytes).view(dtype).astype(np.int64)
+
+
+def run_both(job, l1, kernels=None, **readings):
+    """Run ``job`` on ``l1`` with the compiled datapath, check the twin writes the same."""
+    twin = AddressSpace("l1", l1.size, l1.base)
+    twin.data[:] = l1.data
+    offsets, data = run_job(job, twin, kernels=kernels, **readings)
+    twin.data[offsets] = data
+    ne16_kernel.start(job, l1, **readings)()
+    assert np.array_equal(l1.data, twin.data), f"job {job.index}: the datapaths differ at " \
+        f"{np.flatnonzero(l1.data != twin.data)[:8]}"
 
 
 def operands(rng, spec, offset=None):
@@ -237,10 +251,37 @@ def test_reserved_config0_bits_are_rejected():
         isa.CONFIG0.decode(1 << 30)
 
 
-def test_reads_outside_l1_fault():
-    job = job_from(INFEAT_PTR=BASE + (128 << 10) - 8)
-    with pytest.raises(MemoryFault, match="ne16 job 3 reads input outside"):
-        run_job(job, AddressSpace("l1", 128 << 10, BASE))
+END = BASE + (128 << 10)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(INFEAT_PTR=END - 8), "reads input outside"),
+    (dict(WEIGHTS_PTR=END - 64), "reads weights outside"),
+    (dict(SCALE_PTR=END - 4), "reads scale outside"),
+    (dict(OUTFEAT_PTR=BASE - 16), "writes its output outside"),
+], ids=["input", "weights", "scale", "output"])
+def test_accesses_outside_l1_fault(changes, message):
+    job = job_from(**{"SCALE_PTR": SCALE, **changes})
+    for datapath in (run_job, ne16_kernel.start):
+        with pytest.raises(MemoryFault, match=f"ne16 job 3 {message}"):
+            datapath(job, AddressSpace("l1", 128 << 10, BASE))
+
+
+@pytest.mark.parametrize("norm", [dict(quant=False, out_bits=32)] + NORM_CASES, ids=str)
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in
+                                                                     c.items()))
+def test_datapaths_agree_on_arbitrary_bytes(case, norm):
+    """Every mode, with every byte the jobs read random (weights, inputs, scales, biases,
+    shifts, streamin words) and both readings of the unspecified arithmetic."""
+    spec = LayerSpec(**{**case, **norm})
+    rng = np.random.default_rng(len(str(case)) + 7 * len(str(norm)))
+    for readings in (dict(bias_add="wrap", rounding="none"),
+                     dict(bias_add="saturate", rounding="config0")):
+        l1 = AddressSpace("l1", 128 << 10, BASE)
+        l1.data[:] = rng.integers(0, 256, l1.size)
+        for n, regs in enumerate(conv_jobs(spec, X, OUT, W, SCALE, SHIFT, BIAS)):
+            run_both(Ne16Job(tuple(regs.get(r.name, 0) for r in isa.REGISTERS), n), l1,
+                     **readings)
 
 
 @settings(max_examples=25, deadline=None)
@@ -263,3 +304,19 @@ def test_random_layers_match_the_reference(data):
     x, stored, signed = operands(np.random.default_rng(draw(st.integers(0, 1 << 20))), spec)
     got = run_layer(spec, x, stored)
     assert np.array_equal(got, ref.wrap32(reference_acc(spec, x, signed)).reshape(-1))
+
+
+def test_weights_decoded_again_when_their_bytes_change():
+    """The compiled datapath keeps decoded weights per job signature and pointer: a weight
+    block reloaded into the same slot must be decoded again."""
+    spec = LayerSpec(h_in=5, w_in=5, k_in=20, k_out=40, padding=(1, 1, 1, 1), quant=False,
+                     out_bits=32)
+    rng = np.random.default_rng(9)
+    l1 = AddressSpace("l1", 128 << 10, BASE)
+    l1.data[:] = rng.integers(0, 256, l1.size)
+    job = Ne16Job(tuple(conv_jobs(spec, X, OUT, W)[0].get(r.name, 0) for r in isa.REGISTERS))
+    before = run_layer(spec, *operands(rng, spec)[:2], l1=l1)
+    for offset in (0, 37, layout.conv_weight_bytes(40, 20, 9, 8) - 1):  # first, any, last byte
+        l1.data[W - BASE + offset] ^= 0x5A
+        run_both(job, l1)
+    assert not np.array_equal(before, l1.read(OUT, before.size * 4).view("<i4"))

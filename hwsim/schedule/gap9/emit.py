@@ -20,10 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from hwsim.errors import Location
 from hwsim.isa import gap9 as isa
 from hwsim.isa import ne16
 
 L1 = "l1"
+_NAMES = [reg.name for reg in ne16.REGISTERS]      # in register index order
+HERE = Location()       # the location of every lowered instruction (none in a file; immutable)
 
 
 class Emitter:
@@ -46,35 +49,40 @@ class Emitter:
 
     def dma(self, src: tuple, dst: tuple, nbytes: int, layer: int | None = None) -> int:
         """Copy ``nbytes`` from ``src`` (space, addr) to ``dst``; returns the transfer id."""
-        self._add(isa.DmaCopy(src[0], src[1], dst[0], dst[1], nbytes), layer, writes=True)
+        self._add(isa.DmaCopy(src[0], src[1], dst[0], dst[1], nbytes, loc=HERE), layer,
+                  writes=True)
         self.dmas += 1
         return self.dmas - 1
 
     def wait_dma(self, ids) -> None:
         ids = tuple(sorted(set(ids)))
         if ids:
-            self._add(isa.DmaWait(ids))
+            self._add(isa.DmaWait(ids, HERE))
 
     def job(self, registers: dict) -> int:
         """Queue an NE16 job, writing the registers its context does not already hold."""
         context = self.contexts[self.jobs % ne16.CONTEXTS]
-        for reg in ne16.REGISTERS:
-            value = ne16.word(registers.get(reg.name, 0))
-            if context[reg.index] != value:
-                context[reg.index] = value
-                self._add(isa.Ne16Write(reg.name, value))
-        self._add(isa.Ne16Commit(), writes=True)
+        words = [registers.get(name, 0) for name in _NAMES]
+        for index in [i for i, (new, held) in enumerate(zip(words, context)) if new != held]:
+            value = words[index]
+            if not 0 <= value < 1 << 32:
+                value = ne16.word(value)        # two's complement, or the error
+                if value == context[index]:
+                    continue
+            context[index] = value
+            self._add(isa.Ne16Write(_NAMES[index], value, HERE))
+        self._add(isa.Ne16Commit(HERE), writes=True)
         self.jobs += 1
         return self.jobs - 1
 
     def wait_job(self, job: int) -> None:
-        self._add(isa.Ne16Wait(job))
+        self._add(isa.Ne16Wait(job, HERE))
 
     def kernel(self, name: str, args: dict) -> None:
-        self._add(isa.Kernel(name, args), writes=True)
+        self._add(isa.Kernel(name, args, HERE), writes=True)
 
     def barrier(self) -> None:
-        self._add(isa.Barrier())
+        self._add(isa.Barrier(HERE))
 
 
 @dataclass

@@ -28,6 +28,7 @@ How TOSA maps onto NE16 (checked bit for bit against the reference model by the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -157,9 +158,10 @@ class Ne16Layer:
         bias = self._bias()
         self.bias = np.round(bias / scale).astype(np.int64) if weight_bits < 8 else bias
         self.folded = self.bias - (self._input_zp() + 128) * self._sums()
-        self.exact = mode == "exact" or self._ne16_blocker() is not None
-        if mode != "exact" and self.exact:
-            self.notes.append(f"exact path: {self._ne16_blocker()}")
+        blocker = None if mode == "exact" else self._ne16_blocker()
+        self.exact = mode == "exact" or blocker is not None
+        if blocker is not None:
+            self.notes.append(f"exact path: {blocker}")
         self.norm = self._exact_norm() if self.exact else self._ne16_norm()
 
     # -- inputs -----------------------------------------------------------------------------------
@@ -187,6 +189,7 @@ class Ne16Layer:
         last = self.clamp or self.rescale
         return (last or self.op).output.dtype.name
 
+    @functools.cached_property
     def _factor(self) -> np.ndarray:
         mult = self.rescale.const("multiplier").astype(float).reshape(-1)
         shift = self.rescale.const("shift").astype(float).reshape(-1)
@@ -203,13 +206,15 @@ class Ne16Layer:
             return "a CLAMP narrower than int8"
         if self.geo.stride == 2 and self.geo.k_out % 2:
             return "stride 2 with an odd number of output channels"
-        _, _, bias = self._ne16_arrays()
+        _, _, bias = self._ne16
         if np.abs(bias).max(initial=0) >= 1 << 31:
             return "the normalisation bias does not fit 32 bits"
         return None
 
-    def _ne16_arrays(self):
-        factor = self._factor()
+    @functools.cached_property
+    def _ne16(self) -> tuple:
+        """(scale, shift, bias) per output channel of the fused normalisation."""
+        factor = self._factor
         scale, shift, _ = quant.ne16_scale_shift(factor, 0, norm_bits=8, max_shift=24)
         sums = np.abs(self.w.reshape(self.w.shape[0], -1)).sum(axis=1)
         bound = sums * 255 + np.abs(self.bias)
@@ -224,7 +229,7 @@ class Ne16Layer:
         bias = scale * self.folded + rounding + (zp << shift)
         # a channel without weights outputs a constant: scale 0, the exact value as its bias
         dead = sums == 0
-        constant = self._constant() + zp
+        constant = self._constant() + zp if dead.any() else 0
         return (np.where(dead, 0, scale), np.where(dead, 0, shift),
                 np.where(dead, constant, bias))
 
@@ -238,9 +243,9 @@ class Ne16Layer:
                           r.rounding_mode == "DOUBLE_ROUND")
 
     def _ne16_norm(self) -> dict:
-        scale, shift, bias = self._ne16_arrays()
+        scale, shift, bias = self._ne16
         live = scale > 0
-        deviation = scale[live] * np.exp2(-shift[live].astype(float)) / self._factor()[live] - 1
+        deviation = scale[live] * np.exp2(-shift[live].astype(float)) / self._factor[live] - 1
         self.notes.append(f"NE16 scale/shift deviates from the RESCALE by up to "
                           f"{100 * np.abs(deviation).max(initial=0):.2f}%")
         return {"scale": scale, "shift": shift, "bias": bias}
@@ -268,7 +273,7 @@ class Ne16Layer:
         mult = self.rescale.const("multiplier").reshape(-1)
         shift = self.rescale.const("shift").reshape(-1)
         if self.bits < 8:
-            pairs = [quantize_scale(float(f), bool(self.rescale.scale32)) for f in self._factor()]
+            pairs = [quantize_scale(float(f), bool(self.rescale.scale32)) for f in self._factor]
             mult = np.array([m for m, _ in pairs], mult.dtype)
             shift = np.array([s for _, s in pairs], np.int8)
         return {"mult": mult, "shift": shift}

@@ -164,7 +164,7 @@ def _choose_tilings(active: list[Work], plan: Plan, capacity: int, shrink: dict)
         budget = int((capacity - sum(r.size for r in live) - reserve) * shrink[i])
         moved = {name for name in w.inputs + [w.output] if plan.root_of[name] not in
                  plan.resident}
-        tiling = next((t for t in _candidates(w) if
+        tiling = next((t for t in w.candidates() if
                        t.footprint(moved, w.const_bytes(t)) <= budget), None)
         if tiling is not None:
             plan.tilings[i] = tiling
@@ -174,24 +174,17 @@ def _choose_tilings(active: list[Work], plan: Plan, capacity: int, shrink: dict)
         elif reserve:
             plan.prefetch.discard(nxt.layer.index)
         else:
-            need = min(t.footprint(moved, w.const_bytes(t)) for t in _candidates(w))
+            need = min(t.footprint(moved, w.const_bytes(t)) for t in w.candidates())
             raise ScheduleError(f"layer {i} ({w.layer.kind} {w.layer.name}) needs {need} "
                                 f"bytes of L1 in its smallest tiling; L1 has {capacity}")
         return False
     return True
 
 
-def _candidates(w: Work, limit: int = 256):
-    for n, t in enumerate(w.tilings()):
-        if n >= limit:
-            return
-        yield t
-
-
 def _const_bytes(w: Work, plan: Plan) -> int:
     """The constants a layer prefetches (with its current tiling, else its first)."""
     tiling = plan.tilings.get(w.layer.index)
-    return w.const_bytes(tiling if tiling is not None else next(iter(w.tilings())))
+    return w.const_bytes(tiling if tiling is not None else next(w.candidates()))
 
 
 def _l1_buffers(active: list[Work], plan: Plan) -> list[Buffer]:

@@ -33,18 +33,27 @@ class Tiling:
     steps: list
     scratch: dict = field(default_factory=dict)     # name -> bytes
     blocks: list = field(default_factory=list)      # bytes of each k-block (several: slots)
+    _slots: dict = field(default_factory=dict, repr=False, compare=False)
 
     def footprint(self, moved: set, consts: int) -> int:
         """L1 bytes of the layer's own buffers when the operands in ``moved`` go through
         slots (two if their region changes between steps)."""
         total = consts + sum(self.scratch.values())
         for name in moved:
-            regions = {s.regions[name] for s in self.steps if name in s.regions}
-            if regions:
-                total += max(r[1] for r in regions) * min(2, len(regions))
+            total += self.slot_bytes(name)
         if len(self.blocks) > 1:
             total += 2 * max(self.blocks)
         return total
+
+    def slot_bytes(self, name: str) -> int:
+        """The L1 slots operand ``name`` needs when it is not resident: its largest region,
+        twice if its region changes between steps (worked out once per operand)."""
+        found = self._slots.get(name)
+        if found is None:
+            regions = {s.regions[name] for s in self.steps if name in s.regions}
+            found = self._slots[name] = max(r[1] for r in regions) * min(2, len(regions)) \
+                if regions else 0
+        return found
 
 
 class Work:
@@ -61,6 +70,8 @@ class Work:
         self.in_offsets: dict = {}
         self.out_offset = 0
         self.notes: list = []
+        self._made: list = []           # the tilings made so far (``candidates``)
+        self._source = None
 
     def prefers_offset(self, name: str) -> bool | None:
         return False
@@ -81,6 +92,19 @@ class Work:
 
     def tilings(self):
         return iter(())
+
+    def candidates(self, limit: int = 256):
+        """The first ``limit`` of ``tilings()``, each made once (planning walks them again
+        after every change of residency)."""
+        if self._source is None:
+            self._source = iter(self.tilings())
+        for n in range(limit):
+            if n == len(self._made):
+                tiling = next(self._source, None)
+                if tiling is None:
+                    return
+                self._made.append(tiling)
+            yield self._made[n]
 
 
 class View(Work):
@@ -111,6 +135,7 @@ class Ne16Work(Work):
         self.convert = self.in_offsets[self.inputs[0]] == 0
         self.tail = self.ne16.tail()
         self.clamp = self.ne16.clamp
+        self.small_bytes = sum(-(-p.size // 4) * 4 for p in self._small_parts().values())
 
     def _small_parts(self) -> dict:
         parts = {}
@@ -123,9 +148,9 @@ class Ne16Work(Work):
         return parts
 
     def const_bytes(self, tiling: Tiling) -> int:
-        small = sum(-(-p.size // 4) * 4 for p in self._small_parts().values())
         kblocks = tiling.steps[-1].data["kblocks"]
-        return small + (self.ne16.block_bytes(*kblocks[0]) if len(kblocks) == 1 else 0)
+        return self.small_bytes + (self.ne16.block_bytes(*kblocks[0]) if len(kblocks) == 1
+                                   else 0)
 
     def params(self, tiling: Tiling) -> tuple[np.ndarray, dict, list]:
         parts = self._small_parts()

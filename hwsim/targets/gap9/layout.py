@@ -79,9 +79,9 @@ def pack_conv_weights(weights: np.ndarray, bits: int, mode16: bool = False,
         w = w.transpose(1, 0, 2, 3)
     cout, cin, kh, kw = w.shape
     group = channel_group(mode16)
-    cin_pad = -cin % group
-    w = np.pad(w.astype(np.int64), ((0, 0), (0, cin_pad), (0, 0), (0, 0)), constant_values=zero)
-    w = w.reshape(cout, -1, group, kh * kw).transpose(0, 1, 3, 2)   # (cout, cmaj, taps, group)
+    padded = np.full((cout, cin + -cin % group, kh, kw), zero, np.int64)
+    padded[:, :cin] = w
+    w = padded.reshape(cout, -1, group, kh * kw).transpose(0, 1, 3, 2)  # (cout, cmaj, taps, g)
     planes = _planes(w, bits)                                      # (cout, cmaj, taps, bits, g/8)
     return np.ascontiguousarray(planes.transpose(0, 1, 3, 2, 4)).reshape(-1)
 
@@ -103,8 +103,9 @@ def pack_linear_weights(weights: np.ndarray, bits: int, zero: int = 0) -> np.nda
     """Unsigned (cout, cin) weights -> (cout, bits, ceil(cin/16)*2) bit-plane rows. Linear mode
     loads whole 16-channel words, so padded channels should get ``zero = -WEIGHT_OFFSET``."""
     w = np.asarray(weights, dtype=np.int64)
-    w = np.pad(w, ((0, 0), (0, -w.shape[1] % 16)), constant_values=zero)
-    return np.ascontiguousarray(_planes(w, bits)).reshape(-1)
+    padded = np.full((w.shape[0], w.shape[1] + -w.shape[1] % 16), zero, np.int64)
+    padded[:, :w.shape[1]] = w
+    return np.ascontiguousarray(_planes(padded, bits)).reshape(-1)
 
 
 def unpack_linear_weights(data: np.ndarray, bits: int, cout: int, cin: int) -> np.ndarray:

@@ -31,8 +31,7 @@ from hwsim.isa import ne16 as isa
 from hwsim.memory.dma import Copy, Dma
 from hwsim.memory.space import AddressSpace
 from hwsim.targets.base import Machine
-from hwsim.targets.gap9 import kernels
-from hwsim.targets.gap9.ne16_datapath import run_job
+from hwsim.targets.gap9 import kernels, ne16_kernel
 from hwsim.targets.gap9.ne16_job import Ne16Job
 from hwsim.targets.gap9.ne16_timing import job_states, job_totals
 from hwsim.targets.gap9.params import PARAMS
@@ -108,11 +107,24 @@ class Gap9(Machine):
         return b.table(), run.actions or {}
 
 
+class _Params:
+    """A run's parameters, each read from its ParamSet once (a ParamSet read is slow: it is
+    recorded), then a plain attribute."""
+
+    def __init__(self, values):
+        self._values = values
+
+    def __getattr__(self, name: str):
+        value = getattr(self._values, name)
+        setattr(self, name, value)
+        return value
+
+
 class _Run:
     """Building one run's ops: transfer ids, jobs, kernels, the context being configured."""
 
     def __init__(self, machine: Gap9, b: OpBuilder, numerics: bool, actions: dict | None):
-        self.m, self.t, self.b = machine, machine.timing, b
+        self.m, self.t, self.b = machine, _Params(machine.timing), b
         self.numerics, self.actions = numerics, actions
         self.transfers: list[int] = []     # ids not yet waited for
         self.dma_count = 0
@@ -121,6 +133,8 @@ class _Run:
         self.kernels = 0
         self.writes: list[str] = []         # register writes not yet issued as an op
         self.tag = 0
+        self.totals: dict = {}              # job signature -> job_totals
+        self.states: dict = {}              # job signature -> job_states
 
     def act(self, op: int, action) -> None:
         if self.actions is not None:
@@ -241,52 +255,55 @@ HANDLERS = {prog.DmaCopy: _Run.dma, prog.DmaWait: _Run.dma_wait, prog.Ne16Acquir
 
 def _job_ops(run: _Run, job: Ne16Job, ctx: int, loc: Location) -> None:
     """The ops of one job (parameter ``ne16_timeline``): one per NE16 state, or one for the
-    whole job. The first computes the job, the last writes its outputs."""
-    m, t = run.m, run.t
-    result = {}
+    whole job. The first computes the job, the last writes its outputs. A job's states and
+    their totals depend on its signature only: each distinct one is costed once per run."""
+    m, t, b = run.m, run.t, run.b
+    commit = []
 
     def compute() -> None:
-        if not run.numerics:
-            return
-        try:
-            result["writes"] = run_job(job, m.spaces["l1"], t.ne16_bias_add, t.ne16_rounding)
-        except HwsimError as exc:
-            raise ProgramError(f"{loc}: {exc}") from None
+        if run.numerics:
+            try:
+                commit.append(ne16_kernel.start(job, m.spaces["l1"], t.ne16_bias_add,
+                                                t.ne16_rounding))
+            except HwsimError as exc:
+                raise ProgramError(f"{loc}: {exc}") from None
 
     def write_back() -> None:
-        if "writes" in result:
-            offsets, data = result.pop("writes")
-            m.spaces["l1"].data[offsets] = data
+        if commit:
+            commit.pop()()
         m.ne16_holding[ctx] = False
 
-    reads = (("commit job", job.index),)
-    writes = (("ne16 job", job.index), f"ne16 context {ctx}")
-    port = run.b.port("l1.ne16")
+    n = job.index
+    reads = (("commit job", n),)
+    writes = (("ne16 job", n), f"ne16 context {ctx}")
+    port = b.port("l1.ne16")
     if t.ne16_timeline == "job":
-        totals = job_totals(job, t)
-        op = run.b.add("ne16", t.ne16_start_cycles + totals.cycles + t.ne16_end_cycles,
-                       reads=reads, writes=writes, transfers=((port, totals.l1_bytes),),
-                       macs=job.macs, traffic=("pay", "ne16", totals.accesses),
-                       label=f"job {job.index}", tag=run.tag, args={"job": job.index})
+        totals = run.totals.get(job.signature)
+        if totals is None:
+            totals = run.totals[job.signature] = job_totals(job, t)
+        op = b.add("ne16", t.ne16_start_cycles + totals.cycles + t.ne16_end_cycles,
+                   reads=reads, writes=writes, transfers=((port, totals.l1_bytes),),
+                   macs=job.macs, traffic=("pay", "ne16", totals.accesses), label=f"job {n}",
+                   tag=run.tag, args={"job": n})
         run.act(op, lambda: (compute(), write_back)[1])
         return
-    states = job_states(job, t)
+    states = run.states.get(job.signature)
+    if states is None:
+        states = run.states[job.signature] = job_states(job, t)
     mv_count = sum(s.name == "matrix-vector" for s in states)
     share, extra = divmod(job.macs, mv_count)
     last_index = len(states) - 1
-    for n, state in enumerate(states):
-        first, last = n == 0, n == last_index
+    for i, state in enumerate(states):
+        first, last = i == 0, i == last_index
         macs = share if state.name == "matrix-vector" else 0
         mv_count -= state.name == "matrix-vector"
         macs += extra if macs and mv_count == 0 else 0
         cycles = state.cycles + (t.ne16_start_cycles if first else 0) + (
             t.ne16_end_cycles if last else 0)
-        op = run.b.add("ne16", cycles, reads=reads if first else (),
-                       writes=writes if last else (), transfers=((port, state.l1_bytes),),
-                       macs=macs, traffic=("pay", "ne16", {state.words_per_access:
-                                                           state.accesses}),
-                       label=f"job {job.index} {state.name}", tag=run.tag,
-                       args={"job": job.index})
+        op = b.add("ne16", cycles, reads=reads if first else (), writes=writes if last else (),
+                   transfers=((port, state.l1_bytes),), macs=macs,
+                   traffic=("pay", "ne16", {state.words_per_access: state.accesses}),
+                   label=f"job {n} {state.name}", tag=run.tag, args={"job": n})
         if first or last:
             run.act(op, lambda first=first, last=last: (compute() if first else None,
                                                          write_back if last else None)[1])

@@ -27,6 +27,9 @@ the same signatures compute the same in int64 numpy.
 Every address a job touches is its pointer register plus an offset that depends only on the
 other registers, so the offsets, masks and store order are worked out once per job signature
 (``Ne16Job.signature``) and reused by the tiles of a layer; the bytes are read every time.
+
+The machine runs the compiled datapath ``ne16_kernel`` (one numba call per job); this module is
+its numpy twin, the reference the tests compare it against in every mode.
 """
 
 from __future__ import annotations
@@ -279,7 +282,15 @@ def _effective(job: Ne16Job, l1: AddressSpace) -> np.ndarray:
                            lambda: effective_weights(job, _weight_values(job, raw)))
 
 
-def _as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
+def weights(job: Ne16Job, l1: AddressSpace) -> tuple[np.ndarray, int, int]:
+    """``job``'s effective weights from L1 (3x3 / 1x1 [K, KI, taps, channels], depthwise
+    [K, 9], linear [K, KI * 256]) and the range [first, end) of the bytes they come from,
+    relative to WEIGHTS_PTR."""
+    gather = _PLANS.get_or(("weights", job.signature), lambda: _weight_plan(job))
+    return _effective(job, l1), gather.lo, gather.hi + 1
+
+
+def as_channels(x: np.ndarray, mode16: bool) -> np.ndarray:
     """Input bytes (..., 16) as unsigned channels: uint8, or uint16 pairs in 16-bit mode."""
     return np.ascontiguousarray(x).view("<u2") if mode16 else x
 
@@ -289,7 +300,7 @@ def accumulate(job: Ne16Job, l1: AddressSpace, kernels=None) -> np.ndarray:
     gemm, depthwise = kernels or (gemm_wrap32, depthwise_wrap32)
     w = _effective(job, l1)
     if job.linear:
-        x = _as_channels(linear_inputs(job, l1), job.mode16).reshape(1, -1)
+        x = as_channels(linear_inputs(job, l1), job.mode16).reshape(1, -1)
         return gemm(np.ascontiguousarray(x), np.ascontiguousarray(w[:, :x.shape[1]]))
     buf = input_buffers(job, l1)                                      # [I, J, KI, B, B, 16]
     if job.pointwise:
@@ -298,7 +309,7 @@ def accumulate(job: Ne16Job, l1: AddressSpace, kernels=None) -> np.ndarray:
         rows = _PIX_R[:, None] + _PIX_R[None, :]
         cols = _PIX_C[:, None] + _PIX_C[None, :]
         patches = buf[:, :, :, rows, cols]                            # [I, J, KI, 9p, 9t, 16]
-    patches = _as_channels(patches, job.mode16)
+    patches = as_channels(patches, job.mode16)
     if job.depthwise:
         out = np.zeros((job.nb_ho * job.nb_wo * 9, job.nb_ko * TP_IN), np.int32)
         for ko in range(job.nb_ko):
@@ -318,6 +329,15 @@ def output_addresses(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def _output_plan(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    pos, pos_ok, chan_off, k_ok = output_layout(job, nbytes)
+    return pos[:, None] + chan_off[None, :], pos_ok[:, None] & k_ok[None, :]
+
+
+def output_layout(job: Ne16Job, nbytes: int) -> tuple:
+    """Where the streamer writes values of ``nbytes`` bytes: the offset from OUTFEAT_PTR of
+    every output position's pixel (patch row and column, then position in the patch; one in
+    linear mode) and whether it is written, and the offset of every channel in its pixel and
+    whether it is written: (pos, pos_ok [positions], chan_off, k_ok [K])."""
     tp, d0 = job.tp_out, job.reg("OUTFEAT_D0_STRIDE")
     d1, d2 = job.reg("OUTFEAT_D1_STRIDE"), job.reg("OUTFEAT_D2_STRIDE")
     per_word = max(1, 32 // nbytes)
@@ -327,14 +347,14 @@ def _output_plan(job: Ne16Job, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
     chan_off = ko * tp * nbytes + lane
     k_ok = kk < _sizes(job, job.k_out_lim, job.nb_ko)[ko]
     if job.linear:
-        return chan_off[None, :], k_ok[None, :]
+        return np.zeros(1, np.int64), np.ones(1, bool), chan_off, k_ok
     i, j, p = _grid(job.nb_ho, job.nb_wo, 9)
     pos = (PATCH * i + _PIX_R[p]) * d2 + (PATCH * j + _PIX_C[p]) * d1
     pos_ok = (_PIX_R[p] < _sizes(job, job.h_out, job.nb_ho)[i]) & \
              (_PIX_C[p] < _sizes(job, job.w_out, job.nb_wo)[j])
     if job.strided:
         pos_ok = pos_ok & _STRIDED[p]
-    return pos.reshape(-1, 1) + chan_off[None, :], pos_ok.reshape(-1, 1) & k_ok[None, :]
+    return pos.reshape(-1), pos_ok.reshape(-1), chan_off, k_ok
 
 
 def _wrap(values: np.ndarray, bits: int) -> np.ndarray:

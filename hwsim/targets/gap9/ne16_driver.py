@@ -87,13 +87,28 @@ def _edge(out_count: int, kernel: int, in_count: int, pad_lo: int) -> tuple[int,
 
 def _config(spec: LayerSpec) -> int:
     mode = 2 if spec.kernel == 1 else (1 if spec.depthwise else 0)
-    return isa.CONFIG0.encode(
+    return _encode(isa.CONFIG0, dict(
         norm_bias=int(spec.norm_bias), norm_shift=int(spec.norm_shift),
         no_relu=int(not spec.relu), out_mode=_MODE[spec.out_bits if spec.quant else 32],
         shift=spec.shift, weight_offset_mode=1, streamin=int(spec.streamin),
         norm_mode=_MODE[spec.norm_bits], strided2x2=int(spec.stride == 2),
         linear=int(spec.linear), filter_mode=mode, quant=int(spec.quant),
-        mode16=int(spec.in_bits == 16), weight_bits_m1=spec.weight_bits - 1, **spec.extra)
+        mode16=int(spec.in_bits == 16), weight_bits_m1=spec.weight_bits - 1, **spec.extra))
+
+
+_WORDS: dict = {}
+
+
+def _encode(word, fields: dict) -> int:
+    """``word.encode(**fields)``, each distinct one encoded (and checked) once: the tiles of a
+    layer repeat a few CONFIG0, PADDING and FILTER_MASK words."""
+    key = (word.name, *fields.items())
+    found = _WORDS.get(key)
+    if found is None:
+        if len(_WORDS) >= 4096:
+            _WORDS.clear()
+        found = _WORDS[key] = word.encode(**fields)
+    return found
 
 
 def _weights_strides(spec: LayerSpec, nb_ki: int) -> tuple[int, int, int]:
@@ -141,7 +156,7 @@ def conv_jobs(spec: LayerSpec, input_ptr: int, output_ptr: int, weights_ptr: int
         "INFEAT_D0_STRIDE": TP_IN if spec.linear else k_in_bytes,
         "INFEAT_D1_STRIDE": k_in_bytes * spec.w_in, "INFEAT_D2_STRIDE": 0,
         "OUTFEAT_D0_STRIDE": 32,
-        "FILTER_MASK": isa.FILTER_MASK.encode(top=t, right=r, bottom=b, left=l),
+        "FILTER_MASK": _encode(isa.FILTER_MASK, dict(top=t, right=r, bottom=b, left=l)),
         "CONFIG0": _config(spec),
         "SUBTILE_NB0": (-(-spec.k_out // tp) << 16) | nb_ki,
         "SUBTILE_REM0": ((spec.k_out % tp) << 16) | rem_ki,
@@ -153,10 +168,11 @@ def conv_jobs(spec: LayerSpec, input_ptr: int, output_ptr: int, weights_ptr: int
     if spec.stride == 1:
         return [_tile(spec, common, input_ptr, output_ptr, 0, 0, spec.h_out, spec.w_out, 1)]
     jobs = []
-    for ty in range(-(-spec.h_out // 2)):
-        for tx in range(-(-spec.w_out // 2)):
-            rows, cols = min(2, spec.h_out - 2 * ty), min(2, spec.w_out - 2 * tx)
-            out = output_ptr + (2 * ty * spec.w_out + 2 * tx) * spec.k_out * spec.out_bytes
+    h_out, w_out, out_pixel = spec.h_out, spec.w_out, spec.k_out * spec.out_bytes
+    for ty in range(-(-h_out // 2)):
+        for tx in range(-(-w_out // 2)):
+            rows, cols = min(2, h_out - 2 * ty), min(2, w_out - 2 * tx)
+            out = output_ptr + (2 * ty * w_out + 2 * tx) * out_pixel
             jobs.append(_tile(spec, common, input_ptr, out, 4 * ty, 4 * tx,
                               2 * rows - 1, 2 * cols - 1, 2))
     return jobs
@@ -178,5 +194,5 @@ def _tile(spec: LayerSpec, common: dict, input_ptr: int, output_ptr: int, row0: 
                 OUTFEAT_D2_STRIDE=out_pixel * spec.w_out // stride,
                 SUBTILE_NB1=(nb_ho << 16) | nb_wo, SUBTILE_REM1=(rem_ho << 16) | rem_wo,
                 SUBTILE_REM2=(rem_hi << 16) | rem_wi,
-                PADDING=isa.PADDING.encode(top=top, right=right, bottom=bottom, left=left,
-                                           value=value))
+                PADDING=_encode(isa.PADDING, dict(top=top, right=right, bottom=bottom,
+                                                  left=left, value=value)))

@@ -32,7 +32,7 @@ def _signed32(value: int) -> int:
 
 # Register indices of the pointers: a job's geometry, modes and costs do not depend on them, so
 # jobs that differ only in pointers (the tiles of one layer) share one decoding.
-POINTERS = frozenset(r.index for r in isa.REGISTERS if r.name.endswith("_PTR"))
+POINTERS = tuple(r.index for r in isa.REGISTERS if r.name.endswith("_PTR"))
 _DECODED: dict = {}
 _CACHE_LIMIT = 4096
 
@@ -45,7 +45,10 @@ class Ne16Job:
     index: int = 0
 
     def __post_init__(self):
-        signature = tuple(0 if i in POINTERS else v for i, v in enumerate(self.regs))
+        words = list(self.regs)
+        for i in POINTERS:
+            words[i] = 0
+        signature = tuple(words)
         object.__setattr__(self, "signature", signature)
         values = _DECODED.get(signature)
         if values is None:
@@ -53,8 +56,7 @@ class Ne16Job:
             if len(_DECODED) >= _CACHE_LIMIT:
                 _DECODED.clear()
             _DECODED[signature] = values
-        for name, value in values.items():
-            object.__setattr__(self, name, value)
+        self.__dict__.update(values)      # frozen: fields are set once, here
 
     def _decode(self) -> dict:
         """The fields and the checks, for a job signature seen for the first time."""

@@ -4,11 +4,14 @@ Each function follows the TOSA 1.0 pseudocode (docs/sources.md#tosa): section 4.
 scale helpers, 1.12.5 for the lookup, 2.13.2 for RESCALE, 2.5.2 for ARITHMETIC_RIGHT_SHIFT.
 Arithmetic is int64 numpy; every intermediate the spec keeps in int64 or int48 fits. Where the
 spec says REQUIRE (a result the graph leaves unpredictable) the helpers compute the two's
-complement result instead of failing: 32-bit additions wrap.
+complement result instead of failing: 32-bit additions wrap. ``rescale``, which whole layers go
+through, is one compiled pass over the elements with the same int64 steps (``rescale_np`` is its
+numpy twin).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 RANGES = {"i8": (-128, 127), "u8": (0, 255), "i16": (-32768, 32767), "u16": (0, 65535),
@@ -82,7 +85,62 @@ def rescale(value, multiplier, shift, input_zp: int, output_zp: int, out_type: s
 
     ``multiplier``/``shift`` have one entry (per tensor) or one per channel. ``out_type`` is the
     result's type after the unsigned flags: i8/u8/i16/u16/i32. Returns int64 values in range.
+    One compiled pass (``_rescale``); ``rescale_np`` is its numpy twin, which also takes the
+    shapes the pass does not (any other broadcast).
     """
+    v = np.asarray(value, np.int64)
+    mult = np.asarray(multiplier, np.int64).reshape(-1)
+    sh = np.asarray(shift, np.int64).reshape(-1)
+    channels = v.shape[-1] if v.ndim else 0
+    if not channels or mult.size not in (1, channels) or sh.size not in (1, channels):
+        return rescale_np(value, multiplier, shift, input_zp, output_zp, out_type, scale32,
+                          double_round, input_unsigned, in_bits)
+    lo, hi = RANGES[out_type]
+    out = np.empty(v.shape, np.int64)
+    _rescale(np.ascontiguousarray(v).reshape(-1, channels), mult, sh, int(input_zp),
+             int(output_zp), lo, hi, scale32, double_round, input_unsigned, in_bits,
+             out.reshape(-1, channels))
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _shl(value, shift):
+    """numpy's int64 left shift: 0 for a shift outside 0..63."""
+    return value << shift if 0 <= shift < 64 else np.int64(0)
+
+
+@numba.njit(cache=True, inline="always")
+def _shr(value, shift):
+    """numpy's int64 right shift: the sign for a shift outside 0..63."""
+    if 0 <= shift < 64:
+        return value >> shift
+    return np.int64(-1) if value < 0 else np.int64(0)
+
+
+@numba.njit(cache=True)
+def _rescale(v, mult, sh, input_zp, output_zp, lo, hi, scale32, double_round, input_unsigned,
+             in_bits, out):
+    """``rescale_np`` element by element: the same int64 steps, wrapping where numpy wraps."""
+    mask = (np.int64(1) << in_bits) - 1
+    zp = input_zp & mask if input_unsigned else np.int64(input_zp)
+    per_channel_mult, per_channel_shift = mult.size > 1, sh.size > 1
+    for r in range(v.shape[0]):
+        for c in range(v.shape[1]):
+            m = mult[c] if per_channel_mult else mult[0]
+            s = sh[c] if per_channel_shift else sh[0]
+            x = (v[r, c] & mask if input_unsigned else v[r, c]) - zp
+            rnd = _shl(np.int64(1), s - 1)
+            if scale32 and double_round and s > 31:
+                rnd += np.int64(1 << 30) if x >= 0 else -np.int64(1 << 30)
+            y = _shr(x * m + rnd, s)
+            y = (((y << 32) >> 32) + output_zp) << 32 >> 32       # wrap to 32 bits, twice
+            out[r, c] = min(max(y, lo), hi)
+
+
+def rescale_np(value, multiplier, shift, input_zp: int, output_zp: int, out_type: str,
+               scale32: bool = True, double_round: bool = False, input_unsigned: bool = False,
+               in_bits: int = 32) -> np.ndarray:
+    """``rescale`` in numpy, any broadcast of ``multiplier``/``shift`` against ``value``."""
     v = np.asarray(value, np.int64)
     zp = np.int64(input_zp)
     if input_unsigned:
