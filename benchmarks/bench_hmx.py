@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python benchmarks/bench_hmx.py [--quick]
 
-* ``engine_ops_per_s``: the bare timing engine (no machine), ops with a commit on two units;
+(the timing core alone is measured by bench_engine.py)
+
 * ``control_instr_per_s``: HMX control instructions (bias load and store, clear accumulators,
   USR writes), each doing its real work, through ``Machine.run`` without a timeline;
 * ``gemm_instr_per_s``: a GEMM stream (multiply of one crouton, convert, write) where the
@@ -34,7 +35,6 @@ import numpy as np
 
 import hwsim
 from hwsim.targets.hmx import datapath, hvx_kernels, layouts, numerics
-from hwsim.timing import Engine, Op, Work
 from hwsim.traces.files import atomic_write_text
 from hwsim.traces.reader import parse_trace
 from common import best
@@ -45,15 +45,6 @@ RESULTS = Path(__file__).resolve().parent / "results" / "hmx.json"
 def best_rate(fn, count: float, repeat: int = 5) -> float:
     """``count`` divided by the fastest of ``repeat`` timed calls of ``fn`` (process CPU time)."""
     return count / best(fn, repeat, clock=time.process_time, warm_up=False)
-
-
-def engine_ops(n: int) -> float:
-    def run():
-        engine = Engine(1e9, record=False)
-        units = [engine.unit("a", 8), engine.unit("b", 8)]
-        engine.run(Op(units[i % 2], lambda: Work(2, 1, (), 0, lambda: None), "op",
-                      (f"r{i % 8}",), (f"r{(i + 3) % 8}",)) for i in range(n))
-    return best_rate(run, n)
 
 
 def control_program(n: int) -> str:
@@ -82,7 +73,7 @@ def machine_rates(text: str) -> dict:
     parse_rate = best_rate(lambda: m.parse(lines), len(lines), 1)
     program = m.parse(lines)
     results = []
-    rate = best_rate(lambda: results.append(m.run(program, record=False)), len(program))
+    rate = best_rate(lambda: results.append(m.run(program)), len(program))
     return {"instructions": len(program), "parse_lines_per_s": parse_rate, "instr_per_s": rate,
             "simulated_macs": results[-1].stats["macs"], "cycles": results[-1].cycles}
 
@@ -164,7 +155,6 @@ def main(argv: list[str]) -> int:
     control = machine_rates(control_program(n))
     gemm = machine_rates(gemm_program(n // 2))
     report = {
-        "engine_ops_per_s": engine_ops(4 * n),
         "control_instr_per_s": control["instr_per_s"],
         "control_parse_lines_per_s": control["parse_lines_per_s"],
         "gemm_instr_per_s": gemm["instr_per_s"],

@@ -5,7 +5,7 @@
 * engine: simulated instructions per second of whole runs (``Machine.run`` on an assembled
   program, statistics on, timeline off) for an fp32 GEMM inner loop (4 loads, 4 FMOPA, 2 adds per
   step), an FMOPA-only stream and a scalar-only stream;
-* interpreter: instructions per second of ``interpreter.run`` (functional semantics only, no
+* interpreter: instructions per second of ``interpreter.Runner.run`` (functional semantics only, no
   timing) on the same GEMM loop, with numerics on and off, and on a whole 512x512x512 fp32 GEMM
   at SVL 512 (1.3 M instructions: 256 blocks of 32x32, each 512 steps of the loop and the stores
   of its four tiles), with the time to ``decode`` it;
@@ -67,7 +67,7 @@ def engine_rates(steps: int = 1500) -> dict[str, float]:
         m.memory("mem").write(0x10000, rng.standard_normal(steps * 64).astype(np.float32))
         m.state.zv[4][...] = rng.standard_normal(m.state.zv[4].shape).astype(np.float32).view(
             np.uint32)
-        seconds = best(lambda: m.run(program, record=False), 3, time.process_time)
+        seconds = best(lambda: m.run(program), 3, time.process_time)
         rates[name] = len(program) / seconds
     return rates
 
@@ -83,8 +83,9 @@ def _interpret(machine, program, numerics_on=True) -> float:
     """CPU seconds of one interpreted run of ``program``."""
     decoded = interpreter.decode(program.words)
     moved = np.zeros(len(program), np.int64)
-    return best(lambda: interpreter.run(machine.state, program, decoded, 0, len(program),
-                                        numerics_on, machine.params, moved), 3, time.process_time)
+    runner = interpreter.Runner(machine.state, program, decoded, numerics_on, machine.params,
+                                moved)
+    return best(lambda: runner.run(0, len(program)), 3, time.process_time)
 
 
 def interpreter_rates(steps: int = 20000) -> dict[str, float]:
