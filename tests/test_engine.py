@@ -2,10 +2,13 @@
 simulated time; every case runs on both engines, which must agree record for record."""
 
 import gc
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import hwsim
+from hwsim.errors import ConfigError
 from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.timing import core
 from hwsim.timing import engine as reference
@@ -319,3 +322,12 @@ def _random_program(seed):
 @pytest.mark.parametrize("seed", range(40))
 def test_both_engines_agree_on_random_programs(seed):
     _random_program(seed).run()
+
+
+def test_a_machine_remembers_its_engine():
+    m = hwsim.machine("hmx", engine="simpy")
+    assert m.engine == "simpy"
+    trace = Path(__file__).parents[1] / "examples" / "hmx" / "basic_multiply.trace"
+    assert m.run(trace).cycles == hwsim.machine("hmx").run(trace).cycles == 72
+    with pytest.raises(ConfigError, match="engine 'fast': expected one of compiled, simpy"):
+        hwsim.machine("sme", engine="fast")

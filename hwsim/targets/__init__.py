@@ -27,9 +27,10 @@ def machine_class(name: str):
     return getattr(importlib.import_module(module), cls)
 
 
-def machine(name: str, **params):
-    """A new machine with its parameters set (``hwsim targets`` lists them)."""
-    return machine_class(name)(**params)
+def machine(name: str, engine: str | None = None, **params):
+    """A new machine with its parameters set (``hwsim targets`` lists them); ``engine``:
+    the timing engine its runs use, ``compiled`` (default) or ``simpy`` (the reference)."""
+    return machine_class(name)(engine=engine, **params)
 
 
 def targets() -> list[str]:

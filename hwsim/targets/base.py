@@ -48,13 +48,20 @@ PEAK_WINDOW_CYCLES = 256
 ENGINES = ("compiled", "simpy")
 
 
+def _engine(name: str) -> str:
+    if name not in ENGINES:
+        raise ConfigError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
+    return name
+
+
 class Machine:
     name: str = ""
     description: str = ""
     PARAMS: ParamTable
     STATE: tuple = ("spaces",)   # attributes holding the architectural state
 
-    def __init__(self, **params: Any):
+    def __init__(self, engine: str | None = None, **params: Any):
+        self.engine = _engine(engine or "compiled")
         self.params: ParamSet = self.PARAMS.defaults()
         self.params.update(params, origin=f"hwsim.machine({self.name!r})")
         self.timing: ParamSet = self.params
@@ -91,12 +98,10 @@ class Machine:
             progress: Callable[[int, int], None] | None = None, numerics: bool = True,
             engine: str | None = None, watcher=None) -> Result:
         """Run a trace (text, a path, a read ``Trace``, or a program built in Python).
-        ``numerics=False``: timing only; ``engine``: ``simpy`` or ``compiled`` (default);
-        ``watcher``: told when ops finish (``watch(table)`` -> op indices, ``done(op)``,
-        ``stops(table)``: see ``Effects``)."""
-        engine = engine or "compiled"
-        if engine not in ENGINES:
-            raise ConfigError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        ``numerics=False``: timing only; ``engine``: ``simpy`` or ``compiled`` (default: the
+        machine's); ``watcher``: told when ops finish (``watch(table)`` -> op indices,
+        ``done(op)``, ``stops(table)``: see ``Effects``)."""
+        engine = _engine(engine) if engine else self.engine
         if isinstance(trace, (Trace, str, Path)):
             trace = trace if isinstance(trace, Trace) else read_trace(trace)
             program = None
