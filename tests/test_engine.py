@@ -331,3 +331,11 @@ def test_a_machine_remembers_its_engine():
     assert m.run(trace).cycles == hwsim.machine("hmx").run(trace).cycles == 72
     with pytest.raises(ConfigError, match="engine 'fast': expected one of compiled, simpy"):
         hwsim.machine("sme", engine="fast")
+
+
+@pytest.mark.parametrize("seed", range(40, 48))
+def test_slices_of_any_size_give_the_same_records(seed):
+    table = _random_program(seed).b.table()
+    whole = core.simulate(table)
+    for budget in (1, 2, 7):
+        assert whole.differences(core.simulate(table, budget=budget)) == []

@@ -126,8 +126,8 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
     helper functions taking arrays: each such call costs a reference count per array."""
     nunits = len(depth)
     iv_count = state[IV_COUNT]
-    ntodo = 0             # taken ops to resolve (``todo``: a stack)
-    while budget > 0:
+    ntodo = 0             # taken ops to resolve (``todo``: a stack, empty between slices)
+    while True:
         # the front end: dispatch while it can decide
         while state[FE] < n:
             f = state[FE]
@@ -209,6 +209,8 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
                     pend_size[u] = size
             cand_t[u] = t
             cand_op[u] = e
+        if budget == 0:
+            break
         # the next op to start: the smallest (start, index) among the units' candidates
         best = -1
         for u in range(nunits):
@@ -373,8 +375,8 @@ class Core:
             len(t.ports), self.inflight_reason, self.static_base, self.traffic_reason,
             self.D, self.P, self.S, self.E, self.R, self.rank, self.started, self.dispatched,
             self.scan, self.wait_head, self.wait_next, self.cand_t, self.cand_op, self.dcount,
-            self.pend, self.pend_cap, self.pend_size, self.free_at, self.x_start, self.x_cycles, self.x_port,
-            self.busy, self.ops, self.macs, self.stalls, self.todo, self.iv)
+            self.pend, self.pend_cap, self.pend_size, self.free_at, self.x_start, self.x_cycles,
+            self.x_port, self.busy, self.ops, self.macs, self.stalls, self.todo, self.iv)
         return self.state[STARTED] == self.n
 
     def records(self) -> Records:
