@@ -38,58 +38,40 @@ RAW, NEW_RUN = 1, 2          # edge flags
 
 
 @jit
-def _grow(a, need):
-    if need <= a.shape[0]:
-        return a
-    b = np.empty(max(need, 2 * a.shape[0]), a.dtype)
-    b[:a.shape[0]] = a
-    return b
-
-
-@jit
-def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
-    """The dependency edges of every op, from the scoreboard in program order: a read waits for
-    the last writer's results and the partial writes since (RAW); a partial write for the last
-    writer (RAW) and the readers since it (WAR: their start); a write for all of them. Readers
-    are kept per unit (the last one on each unit starts last). Returns (ptr, dep, flags,
-    reason): ``flags`` RAW and NEW_RUN (the first edge of one resource), ``reason`` the
-    resource's kind at a run's first edge."""
+def _edges(fill, n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, dep, flags,
+           reason):
+    """One pass of ``edges``: counts the edges (``fill`` false) or writes them."""
     writer = np.full(nres, -1, np.int64)
     readers = np.full(nres * nunits, -1, np.int64)
     part_head = np.full(nres, -1, np.int64)
-    part_count = np.zeros(nres, np.int64)
-    part_next = np.full(max(len(dep_res), 1), -1, np.int64)
-    part_op = np.full(max(len(dep_res), 1), -1, np.int64)
-    ptr = np.zeros(n + 1, np.int64)
-    dep = np.empty(max(16, 2 * len(dep_res)), np.int64)
-    flags = np.empty(dep.shape[0], np.int8)
-    reason = np.empty(dep.shape[0], np.int32)
+    part_next = np.empty(max(len(dep_res), 1), np.int64)
+    part_op = np.empty(max(len(dep_res), 1), np.int64)
     m = 0
     for i in range(n):
         for d in range(dep_ptr[i], dep_ptr[i + 1]):
             r, mode = dep_res[d], dep_mode[d]
-            need = m + 1 + nunits + (part_count[r] if mode != DEP_PART else 0)
-            if need > dep.shape[0]:
-                dep, flags, reason = _grow(dep, need), _grow(flags, need), _grow(reason, need)
             first = m
             w = writer[r]
             if w >= 0 and w != i:
-                dep[m], flags[m] = w, RAW
+                if fill:
+                    dep[m], flags[m] = w, RAW
                 m += 1
             if mode != DEP_PART:
                 node = part_head[r]
                 while node >= 0:
                     if part_op[node] != i:
-                        dep[m], flags[m] = part_op[node], RAW
+                        if fill:
+                            dep[m], flags[m] = part_op[node], RAW
                         m += 1
                     node = part_next[node]
             if mode != DEP_READ:
                 for u in range(nunits):
                     rd = readers[r * nunits + u]
                     if rd >= 0 and rd != i:
-                        dep[m], flags[m] = rd, 0
+                        if fill:
+                            dep[m], flags[m] = rd, 0
                         m += 1
-            if m > first:
+            if fill and m > first:
                 flags[first] |= NEW_RUN
                 reason[first] = res_kind[r]
             if mode == DEP_READ:
@@ -98,15 +80,30 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
                 part_op[d] = i
                 part_next[d] = part_head[r]
                 part_head[r] = d
-                part_count[r] += 1
             else:
                 part_head[r] = -1
-                part_count[r] = 0
                 for u in range(nunits):
                     readers[r * nunits + u] = -1
                 writer[r] = i
-        ptr[i + 1] = m
-    return ptr, dep[:m], flags[:m], reason[:m]
+        if fill:
+            ptr[i + 1] = m
+    return m
+
+
+def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
+    """The dependency edges of every op, from the scoreboard in program order: a read waits for
+    the last writer's results and the partial writes since (RAW); a partial write for the last
+    writer (RAW) and the readers since it (WAR: their start); a write for all of them. Readers
+    are kept per unit (the last one on each unit starts last). Returns (ptr, dep, flags,
+    reason): ``flags`` RAW and NEW_RUN (the first edge of one resource), ``reason`` the
+    resource's kind at a run's first edge. Two passes (count, then fill) allocate once."""
+    none = np.empty(0, np.int64)
+    args = (n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres)
+    m = _edges(False, *args, none, none, none.astype(np.int8), none.astype(np.int32))
+    ptr, dep = np.zeros(n + 1, np.int64), np.empty(m, np.int64)
+    flags, reason = np.empty(m, np.int8), np.empty(m, np.int32)
+    _edges(True, *args, ptr, dep, flags, reason)
+    return ptr, dep, flags, reason
 
 
 # state[...] scalar slots
