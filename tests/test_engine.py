@@ -215,6 +215,21 @@ def test_binned_spreads_amounts_and_conserves_total():
     assert sums.tolist() == pytest.approx([50, 100, 0, 0])
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_binned_equals_the_amounts_spread_cycle_by_cycle(seed):
+    rng = np.random.default_rng(seed)
+    log = np.stack([rng.integers(0, 300, 50), rng.integers(0, 40, 50),
+                    rng.integers(0, 1000, 50)], axis=1)
+    per_cycle = np.zeros(400)
+    for start, cycles, amount in log:
+        per_cycle[start:start + max(cycles, 1)] += amount / max(cycles, 1)
+    for bins in (1, 7, 64, 400):
+        sums, width = binned(log, 310, bins)
+        want = np.add.reduceat(per_cycle[:len(sums) * width], np.arange(0, len(sums) * width,
+                                                                          width))
+        assert sums == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
 def test_partial_writes_overlap_and_the_next_reader_waits_for_all():
     p = Prog([UnitSpec("ls", 8), UnitSpec("mx", 8)])
     for i in range(4):

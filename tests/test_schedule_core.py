@@ -181,3 +181,24 @@ def test_gap9_lowering_does_not_depend_on_the_hash_seed():
                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout
               for seed in ("1", "2", "3")}
     assert cycles == {"201200\n"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_attribution_skips_only_rows_that_cannot_change_it(seed):
+    """Rows of a class inside what earlier classes keep busy are dropped before the sweep; the
+    cycles per class and layer are those of a sweep over every row."""
+    from hwsim.schedule.run import CLASSES, Spans, _exclusive, _sweep
+    rng = np.random.default_rng(seed)
+    logs, every = {}, []
+    for c, name in enumerate(CLASSES):
+        for unit in range(2):
+            start = np.sort(rng.integers(0, 2000, 300))
+            rows = np.stack([start, start + rng.integers(0, 60, 300)], axis=1)
+            layers = rng.integers(-1, 4, 300)
+            logs[f"unit:u{unit}:{name}"] = Spans(rows, layers)
+            every.append((rows, layers, np.full(300, c)))
+    rows = np.concatenate([r for r, _, _ in every])
+    want = _sweep(rows[:, 0], rows[:, 1], np.concatenate([lay for _, lay, _ in every]),
+                  np.concatenate([c for _, _, c in every]), 4, len(CLASSES), 2100)
+    got = _exclusive(logs, 4, 2100)
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-9) and abs(got.sum() - 2100) < 1e-6

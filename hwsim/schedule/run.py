@@ -215,18 +215,36 @@ def _exclusive(logs: dict, n_layers: int, total: int) -> np.ndarray:
     """Cycles charged to each layer, by the class of activity that won each piece of the
     timeline (module docstring): an array [class, layer]; idle pieces count as "other"."""
     rows, layers, classes = [], [], []
+    cover = np.zeros((0, 2), np.int64)     # what the classes before this one keep busy
     for c, name in enumerate(CLASSES):
-        for key, s in logs.items():
-            if key.endswith(":" + name):
-                rows.append(s.rows)
-                layers.append(s.layers)
-                classes.append(np.full(len(s.layers), c, np.int64))
+        found = [s for key, s in logs.items() if key.endswith(":" + name)]
+        if not found:
+            continue
+        r = np.concatenate([s.rows for s in found]).astype(np.int64)
+        lay = np.concatenate([s.layers for s in found]).astype(np.int64)
+        keep = (lay >= 0) & (r[:, 1] > r[:, 0]) & ~_covered(r, cover)
+        r, lay = r[keep], lay[keep]
+        rows.append(r)
+        layers.append(lay)
+        classes.append(np.full(len(lay), c, np.int64))
+        if c < len(CLASSES) - 1:
+            cover = _union(np.concatenate([cover, r]))
     if not rows:
         return np.zeros((len(CLASSES), n_layers))
     rows = np.concatenate(rows)
     return _sweep(rows[:, 0].astype(np.int64), rows[:, 1].astype(np.int64),
                   np.concatenate(layers).astype(np.int64), np.concatenate(classes), n_layers,
                   len(CLASSES), total)
+
+
+def _covered(rows: np.ndarray, cover: np.ndarray) -> np.ndarray:
+    """Which [start, end) rows lie inside one interval of ``cover`` (sorted, merged): a piece
+    of time goes to the first busy class, so such a row of a later class changes nothing and
+    the sweep need not see it (a GEMM's million loads inside its compute)."""
+    if not len(cover) or not len(rows):
+        return np.zeros(len(rows), np.bool_)
+    at = np.maximum(np.searchsorted(cover[:, 0], rows[:, 0], side="right") - 1, 0)
+    return (cover[at, 0] <= rows[:, 0]) & (cover[at, 1] >= rows[:, 1])
 
 
 @numba.njit(cache=True, nogil=True)

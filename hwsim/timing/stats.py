@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numba
 import numpy as np
 
 from hwsim.timing.records import Records
@@ -19,23 +20,27 @@ from hwsim.timing.records import Records
 
 def binned(log: np.ndarray, total: int, bins: int) -> tuple[np.ndarray, int]:
     """Amounts of ``[start, cycles, amount]`` rows falling in each of ``bins`` equal windows
-    over ``[0, total)``, spreading each amount evenly over its interval. Returns (sums, width)."""
+    over ``[0, total)``, spreading each amount evenly over its interval (at least one cycle).
+    Returns (sums, width)."""
     width = max(1, -(-total // max(1, bins)))
     nbins = max(1, -(-total // width))
-    if not len(log):
-        return np.zeros(nbins), width
-    data = np.asarray(log, dtype=np.float64)
-    start, cycles, amount = data[:, 0], np.maximum(data[:, 1], 1.0), data[:, 2]
-    rate = amount / cycles
-    # Cumulative amount is piecewise linear: its slope changes by +rate at a start, -rate at an end.
-    points = np.concatenate([start, start + cycles])
-    slopes = np.concatenate([rate, -rate])
-    order = np.argsort(points, kind="stable")
-    points, slopes = points[order], np.cumsum(slopes[order])
-    cumulative = np.concatenate([[0.0], np.cumsum(slopes[:-1] * np.diff(points))])
-    edges = np.arange(nbins + 1, dtype=np.float64) * width
-    at_edges = np.interp(edges, points, cumulative, left=0.0, right=cumulative[-1])
-    return np.diff(at_edges), width
+    data = np.asarray(log, dtype=np.float64).reshape(-1, 3)
+    return _spread(data[:, 0], np.maximum(data[:, 1], 1.0), data[:, 2], nbins, width), width
+
+
+@numba.njit(cache=True, nogil=True)
+def _spread(start, cycles, amount, nbins, width):
+    sums = np.zeros(nbins)
+    for i in range(len(start)):
+        s, e = start[i], start[i] + cycles[i]
+        rate = amount[i] / cycles[i]
+        b = max(int(s // width), 0)
+        while b < nbins and b * width < e:
+            lo, hi = max(s, b * width), min(e, (b + 1) * width)
+            if hi > lo:
+                sums[b] += rate * (hi - lo)
+            b += 1
+    return sums
 
 
 @dataclass
