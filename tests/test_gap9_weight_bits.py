@@ -10,7 +10,7 @@ import pytest
 
 from hwsim.errors import TosaError
 from hwsim.schedule import estimate
-from hwsim.tosa.builder import quantize_scale
+from hwsim.tosa.builder import GraphBuilder, quantize_scale
 
 from tests.models import model
 
@@ -62,11 +62,31 @@ def test_scales_past_shift_62_use_a_smaller_multiplier():
 
 
 def test_vww_with_five_bit_weights_estimates_in_both_modes():
-    """The failing case: a channel whose weights requantise to zero keeps a 2.3e-10 scale."""
+    """The failing case: channels with all-zero weights keep RESCALE factors down to 2.3e-10,
+    which needed shift 63."""
     path = model("vww_96_int8.tflite")
     exact = estimate(path, "gap9", weight_bits=5, numerics=False)
     native = estimate(path, "gap9", mode="ne16", weight_bits=5, numerics=False)
     assert (exact.cycles, native.cycles) == (403646, 324502)
+
+
+def test_an_ne16_factor_below_its_smallest_step_becomes_scale_0():
+    """A live channel scaled by 2^-40: NE16's nearest scale is 0 (the channel outputs its zero
+    point, as TOSA's RESCALE does here); the note bounds the error."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("tiny")
+    x = b.input((1, 4, 4, 32), "int8")
+    w = b.const(rng.integers(-100, 101, (32, 1, 1, 32)), "int8")
+    acc = b.conv2d(x, w, b.const(rng.integers(-900, 900, 32), "int32"))
+    scales = np.full(32, 1 / 600)
+    scales[5] = 2.0 ** -40
+    report = estimate(b.build(b.rescale(acc, scales, "int8", output_zp=-5)), "gap9",
+                      mode="ne16", check=True)
+    notes = [n for r in report.layers for n in r.notes]
+    assert any(n.startswith("1 channels scale by less than NE16's smallest step: scale 0, "
+                            "off by at most 0.00") for n in notes), notes
+    assert max(r.verdict.max_err for r in report.layers) <= 1
+    assert np.all(report.outputs[next(iter(report.outputs))][..., 5] == -5)
 
 
 @pytest.mark.slow
