@@ -40,7 +40,7 @@ dma wait
     assert result.cycles == 2 * 4652 + 2 * 522 + 52
 
 
-def test_a_transfer_not_waited_for_leaves_l2_stale():
+def test_a_copy_that_does_not_wait_for_the_micro_dma_moves_stale_bytes():
     m = hwsim.machine("gap9")
     m.memory("l3").write(0x0, np.full(256, 7, np.uint8))
     m.run(f""".target gap9

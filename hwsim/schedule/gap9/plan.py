@@ -58,7 +58,6 @@ class Plan:
     tilings: dict = field(default_factory=dict)      # layer -> Tiling
     prefetch: set = field(default_factory=set)       # layers whose constants are prefetched
     l1: dict = field(default_factory=dict)           # buffer name -> address
-    l2: dict = field(default_factory=dict)
 
 
 def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
