@@ -7,8 +7,9 @@ import pytest
 
 import hwsim
 from hwsim.errors import ScheduleError
-from hwsim.schedule import compile_model, estimate
-from hwsim.tosa.models import model
+from hwsim.schedule import compile_model, estimate, prepare
+from hwsim.schedule.run import simulate
+from hwsim.tosa.models import model, sample_input
 
 L1, L2 = 0x10000000, 0x1C000000
 SMALL_MRAM = {"mram_size": 8192}                    # MobileNet x0.25 at 24x24: 234 KB of weights
@@ -64,6 +65,22 @@ def test_weights_in_l3_are_bit_exact():
     native = estimate(graph, "gap9", mode="ne16", check=True, params=SMALL_MRAM)
     assert max(r.verdict.max_err for r in native.layers) <= 1
     assert native.totals["levels"]["L3"]["bytes"] == 218892
+
+
+def test_the_weights_really_come_from_l3():
+    """The same program with the L3 part of its memory image left out computes other
+    numbers: the weights reach NE16 and the cores only through the micro-DMA."""
+    graph = model("mobilenet_v1", width=0.25, resolution=24)
+    _, _, _, _, machine, run_params, _, lowered = prepare(graph, "gap9", params=SMALL_MRAM)
+    assert {space for space, _, _ in lowered.image} == {"mram", "l3"}
+    feeds = {graph.inputs[0].name: sample_input(graph)}
+    full = simulate(lowered, machine, feeds, run_params)
+    lowered.image = [part for part in lowered.image if part[0] != "l3"]
+    _, _, _, _, fresh, _, _, _ = prepare(graph, "gap9", params=SMALL_MRAM)
+    empty = simulate(lowered, fresh, feeds, run_params)
+    name = graph.outputs[0].name
+    assert not np.array_equal(full.outputs[name], empty.outputs[name])
+    assert full.result.cycles == empty.result.cycles
 
 
 def test_activations_spilled_to_l3_are_bit_exact():
