@@ -2,12 +2,14 @@
 
 Units: ``ctrl`` (the cluster controller, which executes the program in order: it programs the
 DMA and the NE16 and launches kernels, paying per register access), ``dma`` (decoupled, up to
-``dma_channels`` transfers in flight), ``udma`` (the micro-DMA between external memory, ``l3``,
-and L2: one transfer at a time over the HyperBus/Octal-SPI link), ``ne16`` (one op per state of each job, jobs in commit
+``dma_channels`` transfers in flight), ``ne16`` (one op per state of each job, jobs in commit
 order) and ``cluster`` (the 8 worker cores running one kernel at a time). Ports: ``l2``,
-``mram``, ``l3`` and the L1 side of each master (``l1.dma``, ``l1.ne16``, ``l1.cores``); L1 bank
+``mram`` and the L1 side of each master (``l1.dma``, ``l1.ne16``, ``l1.cores``); L1 bank
 contention between the masters is priced by ``hwsim.timing.traffic`` and shows as ``l1 contention``
 stalls, conflicts among the cores as ``l1 bank conflict`` stalls.
+
+External memory (``l3``, port ``l3``) is reached by the micro-DMA (unit ``udma``): copies
+between L3 and L2, one at a time over the HyperBus/Octal-SPI link (docs/gap9-memory.md).
 
 Consecutive job register writes run as one controller op of their summed cost (the same cycles
 as one op each: they are back to back on the in-order controller); the op is attributed to the
@@ -20,7 +22,8 @@ operands; its last state writes the outputs; its end is the event ``ne16 wait`` 
 
 Not modelled: the fabric controller (a micro-DMA transfer costs the controller what a cluster
 DMA command does; the request's trip through the fabric controller is in ``l3_latency_cycles``;
-MRAM is reached through the cluster DMA), the cores' instruction streams (kernels are costed, see ``kernels``), HWPE soft clear and IRQs.
+MRAM is reached through the cluster DMA), the cores' instruction streams (kernels are costed,
+see ``kernels``), HWPE soft clear and IRQs.
 """
 
 from __future__ import annotations
