@@ -49,7 +49,8 @@ barrier"""
 
 
 @pytest.mark.parametrize("line, at, message", [
-    ("dma l3:0x0 -> l1:0x10000000 4", "l3", "dma source: expected SPACE:ADDR"),
+    ("dma l4:0x0 -> l1:0x10000000 4", "l4", "dma source: expected SPACE:ADDR"),
+    ("dma l3:0x0 -> l1:0x10000000 4", "dma", "micro-DMA moves between l3 and l2, found l3 -> l1"),
     ("dma l2:0x1c000000 -> l1:0x10000000 four", "four", "NBYTES: expected an integer"),
     ("dma l2:0x1c000000 -> l1:0x10000000 4 strides=3", "3", "unknown option 'strides'"),
     ("dma l1:0x10000000 -> mram:0x0 4", "dma", "space is read-only"),

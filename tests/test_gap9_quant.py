@@ -97,5 +97,7 @@ def test_tosa_rescale_to_ne16_scale_and_shift():
     # a 16-bit scale is finer, a 5-bit shift range limits tiny factors
     _, _, dev16 = quant.ne16_scale_shift([m], [s], norm_bits=16)
     assert abs(dev16[0]) < abs(dev[0])
-    _, shift_tiny, dev_tiny = quant.ne16_scale_shift([1 << 30], [62])
-    assert shift_tiny[0] == 31 and dev_tiny[0] == 1.0         # 2^-31 for 2^-32
+    scale, shift, dev = quant.ne16_scale_shift([3 << 29], [62])     # 1.5 x 2^-32
+    assert (scale[0], shift[0], dev[0]) == (1, 31, pytest.approx(1 / 3))     # 2^-31 nearest
+    scale, shift, dev = quant.ne16_scale_shift([1 << 29], [62])     # 2^-33: 0 is nearest
+    assert (scale[0], shift[0], dev[0]) == (0, 31, -1.0)

@@ -37,7 +37,7 @@ def test_estimate_writes_json_and_csv(tosa, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["mode"] == "ne16" and data["params"]["l2_bytes_per_cycle"] == 4
     assert sum(layer["cycles"] for layer in data["layers"]) == pytest.approx(data["cycles"])
-    assert {"L2", "MRAM", "L1"} == set(data["totals"]["levels"])
+    assert {"L3", "L2", "MRAM", "L1"} == set(data["totals"]["levels"])
     assert "on gap9 (ne16 mode" in capsys.readouterr().out         # the headline only
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--report", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()

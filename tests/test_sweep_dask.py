@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sweeps" / "gap9_kws.toml"
 MODEL = ROOT / "examples" / "models" / "ds_cnn_int8.tosa"
 HWSIM = [sys.executable, "-m", "hwsim"]
-RESULTS = ["cycles", "seconds", "macs", "bytes_L2", "bytes_MRAM", "bytes_L1", "status", "error"]
+RESULTS = ["cycles", "seconds", "macs", "bytes_L3", "bytes_L2", "bytes_MRAM", "bytes_L1", "status",
+           "error"]
 
 
 def expected(spec) -> list[tuple]:
@@ -38,11 +39,11 @@ def expected(spec) -> list[tuple]:
             r = hwsim.estimate(graph, p.target, mode=p.mode, weight_bits=p.weight_bits,
                                params=p.machine_params, numerics=p.numerics)
         except HwsimError as exc:
-            rows.append((None,) * 6 + ("error", str(exc)))
+            rows.append((None,) * 7 + ("error", str(exc)))
             continue
         levels = {lv: t["bytes"] for lv, t in r.totals["levels"].items()}
-        rows.append((r.cycles, r.seconds, r.macs, levels["L2"], levels["MRAM"], levels["L1"],
-                     "ok", ""))
+        rows.append((r.cycles, r.seconds, r.macs, levels["L3"], levels["L2"], levels["MRAM"],
+                     levels["L1"], "ok", ""))
     return rows
 
 

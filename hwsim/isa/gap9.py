@@ -3,7 +3,8 @@
 A program is what the cluster controller executes, one instruction a line:
 
 * ``dma SRC:ADDR -> DST:ADDR NBYTES``: a 1-D copy between the spaces ``l1``, ``l2`` and
-  ``mram``; transfers are numbered 0, 1, ... in program order;
+  ``mram`` on the cluster DMA, or between ``l3`` (external memory) and ``l2`` on the micro-DMA;
+  transfers of both engines are numbered 0, 1, ... in program order;
 * ``dma SRC:ADDR -> DST:ADDR ROW_BYTES rows=N src_stride=S dst_stride=D``: a 2-D copy, row i at
   ``ADDR + i * stride`` on each side;
 * ``dma wait [ID ...]``: wait for the given transfers, or for every outstanding one;
@@ -32,7 +33,7 @@ from hwsim.isa import ne16
 from hwsim.traces.reader import Token, parse_int, tokens, unknown_directive
 
 DTYPES = ("i8", "u8", "i16", "u16", "i32")
-SPACES = ("l1", "l2", "mram")
+SPACES = ("l1", "l2", "mram", "l3")
 
 
 @dataclass(frozen=True)

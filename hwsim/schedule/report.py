@@ -77,6 +77,8 @@ def _verdict_csv(v) -> list:
     return cells
 
 
+MOVERS = ("dma", "udma")      # units the table leaves out: its byte columns show their work
+
 # a verdict, then the same result judged in the machine's narrower compute type (HMX: fp16),
 # then rounded to the integer model's type against that model (HMX dequantise mode)
 CSV_VERDICT = [f"{prefix}{name}" for prefix in ("", "narrow_", "requantised_")
@@ -162,7 +164,7 @@ class Report:
             overlap = "" if r.overlap is None else f"{100 * r.overlap:.0f}%"
             kind = r.kind if len(r.kind) <= 28 else r.kind[:25] + "..."
             line = (f"{r.index:>3}  {kind:<28} {'x'.join(map(str, r.shape)):<14} "
-                    f"{'+'.join(u for u in r.units if u != 'dma') or '-':<12} "
+                    f"{'+'.join(u for u in r.units if u not in MOVERS) or '-':<12} "
                     f"{r.cycles:>9,.0f} {r.macs:>10,} {r.macs_per_cycle:>7.2f} {peak:>6} "
                     + " ".join(f"{r.bytes.get(lv, 0):>8,}" for lv in levels)
                     + f" {r.bound:>7} {overlap:>7}")

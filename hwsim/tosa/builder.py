@@ -30,7 +30,13 @@ CONV_OUT = {"int8": "int32", "int16": "int48", "fp8e4m3": "fp16", "fp8e5m2": "fp
 
 
 def quantize_scale(scale: float, scale32: bool = True) -> tuple[int, int]:
-    """(multiplier, shift) with multiplier * 2^-shift closest to ``scale`` (2 <= shift <= 62)."""
+    """(multiplier, shift) with multiplier * 2^-shift closest to ``scale`` (2 <= shift <= 62).
+
+    The multiplier is normalised (TOSA 1.0 4.5.5: [2^30, 2^31) or [2^14, 2^15)) while the shift
+    allows it; a scale below 2^-32 (2^-48 for 16 bits) would need a shift past 62, so it keeps
+    shift 62 with a smaller multiplier, down to 0 (the spec requires only multiplier >= 0). A
+    scale too large for shift 2 is an error.
+    """
     if not scale > 0:
         raise TosaError("RESCALE", f"scale {scale} is not positive")
     bits = 31 if scale32 else 15
@@ -39,7 +45,9 @@ def quantize_scale(scale: float, scale32: bool = True) -> tuple[int, int]:
     shift = bits - exponent
     if multiplier == 1 << bits:
         multiplier, shift = multiplier >> 1, shift - 1
-    if not 2 <= shift <= 62:
+    if shift > 62:      # exact: a float times a power of two, rounded once
+        multiplier, shift = round(math.ldexp(scale, 62)), 62
+    if shift < 2:
         raise TosaError("RESCALE", f"scale {scale:g} needs shift {shift}, outside 2..62")
     return multiplier, shift
 

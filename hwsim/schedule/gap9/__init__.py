@@ -5,7 +5,8 @@ chains of elementwise operators of one shape (a residual block's RESCALEs and AD
 TABLEs, shifts and ADDs); RESHAPE and identity CLAMPs as views of their input; every other
 operator alone. Matrix layers go to NE16 where its modes fit (``ne16.fit``), everything else to
 the cluster kernels (``cluster``), computed for real. ``plan`` decides formats, residency,
-tiles and addresses and writes the program.
+tiles and addresses and writes the program; ``external`` places what does not fit MRAM or L2
+in external memory (L3).
 
 RESCALE's INEXACT_ROUND runs as SINGLE_ROUND, which the spec says meets its error bound (TOSA
 1.0 RESCALE "Precision Requirements").
@@ -48,8 +49,9 @@ class Gap9Lowering(Lowering):
     weight_bits = tuple(range(2, 9))    # NE16's weights are bit-serial
     operators = frozenset(cluster.OPERATORS)
     compute_units = ("ne16", "cluster")
-    movement_ports = ("l2", "mram")
-    levels = {"L2": ("l2",), "MRAM": ("mram",), "L1": ("l1.dma", "l1.ne16", "l1.cores")}
+    movement_ports = ("l2", "mram", "l3")
+    levels = {"L3": ("l3",), "L2": ("l2",), "MRAM": ("mram",),
+              "L1": ("l1.dma", "l1.ne16", "l1.cores")}
     machine_params = {"ne16_timeline": "job"}
 
     def unsupported(self, op, options) -> str | None:
@@ -79,4 +81,5 @@ class Gap9Lowering(Lowering):
         return {"peaks": {"NE16": params.ne16_products_per_cycle / 8,
                           "cluster": params.cluster_peak_macs_per_cycle},
                 "bandwidths": {"L2": params.l2_bytes_per_cycle,
-                               "MRAM": params.mram_bytes_per_cycle}}
+                               "MRAM": params.mram_bytes_per_cycle,
+                               "L3": params.l3_bytes_per_cycle}}

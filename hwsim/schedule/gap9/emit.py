@@ -108,14 +108,15 @@ class Step:
 
 @dataclass
 class Blocks:
-    """A layer's parameters in MRAM: ``consts`` (MRAM addr, size, L1 addr) load once (or were
-    prefetched: ``ready`` holds those transfer ids); k-blocks of weights (``mram``: (addr, size)
-    each) go through two L1 ``slots``."""
+    """A layer's parameters in MRAM (or staged in L2: ``space``): ``consts`` (addr, size, L1
+    addr) load once (or were prefetched: ``ready`` holds those transfer ids); k-blocks of
+    weights (``mram``: (addr, size) each) go through two L1 ``slots``."""
 
     consts: tuple = ()
     ready: tuple = ()
     mram: list = field(default_factory=list)
     slots: tuple = ()
+    space: str = "mram"
 
 
 def run_steps(em: Emitter, steps: list[Step], operands: dict[str, Operand], blocks: Blocks,
@@ -188,12 +189,12 @@ def _plan(steps: list[Step], operands: dict, blocks: Blocks) -> tuple[list, list
         if blocks.consts:
             mram, size, addr["@consts"] = blocks.consts
             if i == 0 and not blocks.ready:
-                out.append((("mram", mram), (L1, addr["@consts"]), size))
+                out.append(((blocks.space, mram), (L1, addr["@consts"]), size))
         if blocks.slots:
             addr["@block"], fresh = slot("@block", blocks.slots, step.block)
             if fresh:
                 mram, size = blocks.mram[step.block]
-                out.append((("mram", mram), (L1, addr["@block"]), size))
+                out.append(((blocks.space, mram), (L1, addr["@block"]), size))
         moves.append(out)
         where.append(addr)
     return moves, where

@@ -23,7 +23,8 @@ How TOSA maps onto NE16 (checked bit for bit against the reference model by the 
   -128..127. A CLAMP narrower than int8, an int16 output or a bias that does not fit 32 bits
   falls back to the exact path for that layer (noted in the report). The shift is lowered where
   needed so that scale x |accumulator bound| stays below 2^31 (NE16 truncates the product to 32
-  bits before adding the bias).
+  bits before adding the bias); a factor below half the smallest step becomes scale 0 (noted
+  with its error bound).
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ class Ne16Layer:
             if not over.any():
                 break
             shift = np.where(over & (shift > 0), shift - 1, shift)
-            scale = np.maximum(np.round(factor * np.exp2(shift)), 1).astype(np.int64)
+            scale = np.round(factor * np.exp2(shift)).astype(np.int64)
         zp = int(self.rescale.scalar("output_zp")) + self.out_offset
         rounding = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
         bias = scale * self.folded + rounding + (zp << shift)
@@ -248,6 +249,13 @@ class Ne16Layer:
         deviation = scale[live] * np.exp2(-shift[live].astype(float)) / self._factor[live] - 1
         self.notes.append(f"NE16 scale/shift deviates from the RESCALE by up to "
                           f"{100 * np.abs(deviation).max(initial=0):.2f}%")
+        # a factor below half NE16's smallest step rounds to scale 0 (quant.ne16_scale_shift)
+        sums = np.abs(self.w.reshape(self.w.shape[0], -1)).sum(axis=1)
+        small = ~live & (sums > 0)
+        if small.any():
+            worst = (self._factor[small] * (sums[small] * 255 + np.abs(self.bias[small]))).max()
+            self.notes.append(f"{int(small.sum())} channels scale by less than NE16's smallest "
+                              f"step: scale 0, off by at most {worst:.2f} LSB")
         return {"scale": scale, "shift": shift, "bias": bias}
 
     def _exact_norm(self) -> dict:

@@ -16,7 +16,8 @@
 5. **Addresses**: L1 is one arena placed by lifetime (``hwsim.schedule.memory``); when a
    buffer finds no room, the largest resident tensor live there moves to L2 (or that layer's
    tiles shrink) and the plan is made again. L2 holds the moved tensors the same way; MRAM
-   holds every layer's constants one after the other.
+   holds every layer's constants one after the other. What MRAM or L2 cannot hold goes to
+   external memory (L3) through the micro-DMA (``external``).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from dataclasses import dataclass, field
 
 from hwsim.errors import ScheduleError
 from hwsim.isa import gap9 as isa
+from hwsim.schedule.gap9 import external
 from hwsim.schedule.gap9.emit import Blocks, Emitter, Operand, run_steps
+from hwsim.schedule.gap9.external import Places
 from hwsim.schedule.gap9.works import Work
 from hwsim.schedule.lowering import Checkpoint, Lowered, Placement
-from hwsim.schedule.memory import Buffer, NoRoom, align_up, allocate
+from hwsim.schedule.memory import Buffer, NoRoom, allocate
 
 ATTEMPTS = 400          # re-plans before giving up (each moves one tensor or shrinks a tile)
 UNITS = {isa.DmaCopy: "dma", isa.Ne16Commit: "ne16", isa.Kernel: "cluster"}
@@ -55,7 +58,6 @@ class Plan:
     tilings: dict = field(default_factory=dict)      # layer -> Tiling
     prefetch: set = field(default_factory=set)       # layers whose constants are prefetched
     l1: dict = field(default_factory=dict)           # buffer name -> address
-    l2: dict = field(default_factory=dict)
 
 
 def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
@@ -69,10 +71,9 @@ def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
         w.setup(options.mode, options.weight_bits)
     _fit_l1(works, plan, t.l1_size)
     params = {w.layer.index: w.params(plan.tilings[w.layer.index]) for w in works if not w.view}
-    mram, image = _mram(params, t.mram_base, t.mram_size)
-    _place_l2(plan, t.l2_base, t.l2_size)
-    em = _emit(works, plan, params, mram, t.l1_base)
-    return _lowered(graph, works, plan, em, image, t.l1_base)
+    places = _outside_l1(works, plan, params, t)
+    em = _emit(works, plan, params, places, t.l1_base)
+    return _lowered(graph, works, plan, em, places, t.l1_base)
 
 
 # -- 1. storage and 2. formats -------------------------------------------------------------------
@@ -227,51 +228,47 @@ def _make_room(buffer: Buffer, active: list[Work], plan: Plan, shrink: dict) -> 
     shrink[layer] *= 0.8
 
 
-# -- MRAM, L2 -----------------------------------------------------------------------------------
-def _mram(params: dict, base: int, capacity: int) -> tuple[dict, list]:
-    """Every layer's constants and k-blocks one after the other: {layer: (consts addr,
-    [block addrs])} and the image to load."""
-    at, where, image = 0, {}, []
-    for i, (consts, _, blocks) in params.items():
-        addrs = []
-        for data in [consts] + [b for b, _ in blocks]:
-            addrs.append(base + at)
-            if data.size:
-                image.append(("mram", base + at, data))
-            at = align_up(at + data.size, 4)
-        where[i] = (addrs[0], addrs[1:])
-    if at > capacity:
-        raise ScheduleError(f"constants take {at} bytes; MRAM has {capacity}")
-    return where, image
-
-
-def _place_l2(plan: Plan, base: int, capacity: int) -> None:
-    buffers = [Buffer(r.name, r.size, r.first, r.last) for r in plan.roots.values()
-               if r.name not in plan.resident]
-    try:
-        allocate(buffers, capacity)
-    except NoRoom as full:
-        raise ScheduleError(f"tensors moved to L2 do not fit its {capacity} bytes ({full})") \
-            from None
-    plan.l2 = {b.name: base + b.offset for b in buffers}
+# -- MRAM, L2, L3 -------------------------------------------------------------------------------
+def _outside_l1(works: list[Work], plan: Plan, params: dict, t) -> Places:
+    """Constants in MRAM or L3; the tensors not resident in L1 in L2 or L3 (``external``)."""
+    places, l3_used = external.place_constants(params, t)
+    plan.prefetch -= set(places.staged)     # staged in L2 during the layer before instead
+    active = [w.layer.index for w in works if not w.view]
+    previous = dict(zip(active, active[:1] + active[:-1]))
+    uses: dict = {}
+    for w in works:
+        if not w.view:
+            for name in w.inputs + [w.output]:
+                uses.setdefault(plan.root_of[name], set()).add(w.layer.index)
+    roots = [r for r in plan.roots.values() if r.name not in plan.resident]
+    external.place_l2(places, roots, {r.name: sorted(uses.get(r.name, ())) for r in roots},
+                      previous, t, l3_used)
+    return places
 
 
 # -- the program --------------------------------------------------------------------------------
-def _emit(works: list[Work], plan: Plan, params: dict, mram: dict, l1_base: int) -> Emitter:
+def _emit(works: list[Work], plan: Plan, params: dict, places: Places, l1_base: int) -> Emitter:
     em = Emitter()
     active = [w for w in works if not w.view]
     ready: dict[int, list] = {}
+    l3 = _L3Moves(em, plan, places)
     l1 = {name: l1_base + off for name, off in plan.l1.items()}
     for n, w in enumerate(active):
         i = em.layer = w.layer.index
         t = plan.tilings[i]
         consts, offsets, blocks = params[i]
-        consts_at, block_at = mram[i]
-        operands = {name: _operand(name, w, plan, l1, i) for name in w.inputs + [w.output]}
+        space, consts_at, block_at = places.consts[i]
+        if space == "l3":       # the cluster DMA reads the copy staged in L2
+            block_at = [a - consts_at + places.stage[i] for a in block_at]
+            space, consts_at = "l2", places.stage[i]
+        l3.load(w)
+        operands = {name: _operand(name, w, plan, places, l1, i) for name in
+                    w.inputs + [w.output]}
         spec = Blocks(consts=(consts_at, consts.size, l1[f"{i}:consts"]) if consts.size else (),
                       ready=tuple(ready.pop(i, ())),
                       mram=[(a, b.size) for a, (b, _) in zip(block_at, blocks)],
-                      slots=tuple(l1[f"{i}:block{s}"] for s in range(2)) if blocks else ())
+                      slots=tuple(l1[f"{i}:block{s}"] for s in range(2)) if blocks else (),
+                      space=space)
         scratch = {name: l1[f"{i}:scratch:{name}"] for name in t.scratch}
         const_addr = {name: l1.get(f"{i}:consts", 0) + off for name, off in offsets.items()}
 
@@ -283,31 +280,71 @@ def _emit(works: list[Work], plan: Plan, params: dict, mram: dict, l1_base: int)
         nxt = active[n + 1] if n + 1 < len(active) else None
 
         def early(nxt=nxt):
-            if nxt is None or nxt.layer.index not in plan.prefetch:
+            if nxt is None:
                 return
             j = nxt.layer.index
+            l3.stage(j)
             data = params[j][0]
-            if data.size:
-                ready[j] = [em.dma(("mram", mram[j][0]), ("l1", l1[f"{j}:consts"]), data.size,
-                                   layer=j)]
+            if j in plan.prefetch and data.size:
+                ready[j] = [em.dma(("mram", places.consts[j][1]), ("l1", l1[f"{j}:consts"]),
+                                   data.size, layer=j)]
         run_steps(em, t.steps, operands, spec, compute, early)
+        l3.store(w)
     return em
 
 
-def _operand(name: str, w: Work, plan: Plan, l1: dict, i: int) -> Operand:
+class _L3Moves:
+    """The micro-DMA transfers of a program (``external``): a layer's constants staged from L3
+    into L2 during the layer before it (or just before it, for the first); a spilled tensor
+    loaded into its L2 copy before each reader, and stored from the producer's copy at the end
+    of the producer (which waits for the store, so that the copy's bytes can be reused)."""
+
+    def __init__(self, em: Emitter, plan: Plan, places: Places):
+        self.em, self.plan, self.places = em, plan, places
+        self.staged: dict = {}      # layer -> transfer ids of its staged constants
+
+    def stage(self, layer: int) -> None:
+        p = self.places
+        if layer in p.staged and layer not in self.staged:
+            self.staged[layer] = [self.em.dma(("l3", p.consts[layer][1]), ("l2", p.stage[layer]),
+                                              p.staged[layer], layer=layer)]
+
+    def load(self, w: Work) -> None:
+        i, p, em = w.layer.index, self.places, self.em
+        self.stage(i)
+        ids = self.staged.pop(i, [])
+        for root in dict.fromkeys(self.plan.root_of[n] for n in w.inputs):
+            if root in p.l3:
+                ids.append(em.dma(("l3", p.l3[root]), ("l2", p.copies[(root, i)]),
+                                  self.plan.roots[root].size))
+        em.wait_dma(ids)
+
+    def store(self, w: Work) -> None:
+        em, p, root = self.em, self.places, self.plan.root_of[w.output]
+        if root in p.l3:
+            em.wait_dma([em.dma(("l2", p.copies[(root, w.layer.index)]), ("l3", p.l3[root]),
+                                self.plan.roots[root].size)])
+
+
+def _operand(name: str, w: Work, plan: Plan, places: Places, l1: dict, i: int) -> Operand:
     root = plan.root_of[name]
     if root in plan.resident:
         return Operand("l1", l1[root])
     slots = tuple(l1[k] for k in (f"{i}:slot:{name}:0", f"{i}:slot:{name}:1") if k in l1)
-    return Operand("l2", plan.l2[root], slots, output=name == w.output)
+    addr = places.copies[(root, i)] if root in places.l3 else places.l2[root]
+    return Operand("l2", addr, slots, output=name == w.output)
 
 
-def _lowered(graph, works: list[Work], plan: Plan, em: Emitter, image: list,
+def _lowered(graph, works: list[Work], plan: Plan, em: Emitter, places: Places,
              l1_base: int) -> Lowered:
     def place(name: str, tensor) -> Placement:
         root = plan.roots[plan.root_of[name]]
-        space = "l1" if root.name in plan.resident else "l2"
-        addr = l1_base + plan.l1[root.name] if space == "l1" else plan.l2[root.name]
+        if root.name in plan.resident:
+            space, addr = "l1", l1_base + plan.l1[root.name]
+        elif root.name in places.l3:
+            space, addr = "l3", places.l3[root.name]
+        else:
+            space, addr = "l2", places.l2[root.name]
         return Placement(space, addr, tensor.dtype.name, tensor.shape, root.offset,
                          "uint8" if root.offset else "")
 
@@ -321,10 +358,11 @@ def _lowered(graph, works: list[Work], plan: Plan, em: Emitter, image: list,
         notes[i] = list(w.notes)
     for instr, layer in zip(em.program, em.layer_of):
         unit = UNITS.get(type(instr))
+        if unit == "dma" and "l3" in (instr.src, instr.dst):
+            unit = "udma"
         if unit:
             units.setdefault(layer, set()).add(unit)
-    return Lowered(em.program, em.layer_of, image,
+    return Lowered(em.program, em.layer_of, places.image,
                    {t.name: place(t.name, t) for t in graph.inputs},
                    {t.name: place(t.name, t) for t in graph.outputs}, checkpoints,
                    {i: tuple(sorted(u)) for i, u in units.items()}, notes)
-

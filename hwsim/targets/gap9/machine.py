@@ -8,6 +8,9 @@ order) and ``cluster`` (the 8 worker cores running one kernel at a time). Ports:
 contention between the masters is priced by ``hwsim.timing.traffic`` and shows as ``l1 contention``
 stalls, conflicts among the cores as ``l1 bank conflict`` stalls.
 
+External memory (``l3``, port ``l3``) is reached by the micro-DMA (unit ``udma``): copies
+between L3 and L2, one at a time over the HyperBus/Octal-SPI link (docs/gap9-memory.md).
+
 Consecutive job register writes run as one controller op of their summed cost (the same cycles
 as one op each: they are back to back on the in-order controller); the op is attributed to the
 instruction after them.
@@ -17,8 +20,10 @@ its commit will use, waiting while both are pending (the job two commits earlier
 ended); commit snapshots the context and queues the job. The job's first state reads its
 operands; its last state writes the outputs; its end is the event ``ne16 wait`` sleeps on.
 
-Not modelled: the fabric controller and uDMA (MRAM is reached through the cluster DMA), the
-cores' instruction streams (kernels are costed, see ``kernels``), HWPE soft clear and IRQs.
+Not modelled: the fabric controller (a micro-DMA transfer costs the controller what a cluster
+DMA command does; the request's trip through the fabric controller is in ``l3_latency_cycles``;
+MRAM is reached through the cluster DMA), the cores' instruction streams (kernels are costed,
+see ``kernels``), HWPE soft clear and IRQs.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ class Gap9(Machine):
         p = self.params
         self.spaces = {"l1": AddressSpace("l1", p.l1_size, p.l1_base),
                        "l2": AddressSpace("l2", p.l2_size, p.l2_base),
-                       "mram": AddressSpace("mram", p.mram_size, p.mram_base, readonly=True)}
+                       "mram": AddressSpace("mram", p.mram_size, p.mram_base, readonly=True),
+                       "l3": AddressSpace("l3", p.l3_size, p.l3_base)}
         self.ne16_contexts = [[0] * isa.NUM_REGISTERS for _ in range(isa.CONTEXTS)]
         self.ne16_configuring = 0       # context the next register writes go to
         self.ne16_holding = [False] * isa.CONTEXTS   # committed and not yet ended, per context
@@ -82,6 +88,9 @@ class Gap9(Machine):
             if space not in self.spaces:
                 raise TraceSyntaxError(d.loc, f"dma: expected a space in "
                                               f"{', '.join(self.spaces)}, found {space!r}")
+        if "l3" in (d.src, d.dst) and {d.src, d.dst} != {"l3", "l2"}:
+            raise TraceSyntaxError(d.loc, f"dma: the micro-DMA moves between l3 and l2, found "
+                                          f"{d.src} -> {d.dst}")
         return Copy(self.spaces[d.src], d.src_addr, self.spaces[d.dst], d.dst_addr, d.row_bytes,
                     d.rows, d.src_stride, d.dst_stride)
 
@@ -90,15 +99,18 @@ class Gap9(Machine):
         t = self.timing
         ports = [PortSpec("l2", t.l2_bytes_per_cycle, t.l2_latency_cycles),
                  PortSpec("mram", t.mram_bytes_per_cycle, t.mram_latency_cycles),
+                 PortSpec("l3", t.l3_bytes_per_cycle, t.l3_latency_cycles),
                  PortSpec("l1.dma", t.l1_dma_bytes_per_cycle, t.l1_latency_cycles),
                  PortSpec("l1.ne16", t.ne16_port_bytes_per_cycle, t.l1_latency_cycles),
                  PortSpec("l1.cores", t.cluster_cores * t.l1_word_bytes, t.l1_latency_cycles)]
         units = [UnitSpec("ctrl", QUEUE), UnitSpec("dma", QUEUE, in_flight=t.dma_channels),
                  UnitSpec("ne16", QUEUE, peak_macs=t.ne16_products_per_cycle / 8),
-                 UnitSpec("cluster", QUEUE, peak_macs=t.cluster_peak_macs_per_cycle)]
+                 UnitSpec("cluster", QUEUE, peak_macs=t.cluster_peak_macs_per_cycle),
+                 UnitSpec("udma", QUEUE, in_flight=1)]
         b = OpBuilder(units, ports, traffic_banks=t.l1_banks)
         self.dma = Dma("dma", {"l2": b.port("l2"), "mram": b.port("mram"),
                                "l1": b.port("l1.dma")}, t.dma_setup_cycles)
+        self.udma = Dma("udma", {"l3": b.port("l3"), "l2": b.port("l2")}, t.dma_setup_cycles)
         run = _Run(self, b, numerics, {} if actions else None)
         for index, instr in enumerate(program):
             run.step(index, instr)
@@ -162,11 +174,16 @@ class _Run:
         writes = t.dma_writes_2d if d.rows > 1 else t.dma_writes_1d
         self.ctrl(f"dma program #{n}", writes * t.ctrl_reg_write_cycles,
                   writes=(("dma program", n),))
+        actions = self.actions if self.numerics else None
+        if "l3" in (d.src, d.dst):      # the micro-DMA: no L1 side
+            m.udma.add(self.b, m._copy(d), ("dma", n), self.tag, actions,
+                       reads=(("dma program", n),))
+            return
         # the transfer's L1 side runs at the rate of its slower end
         rate = min(self.b.ports[m.dma.ports[d.src]].width, t.l1_dma_bytes_per_cycle)
         nbytes = d.row_bytes * d.rows
-        m.dma.add(self.b, m._copy(d), ("dma", n), self.tag,
-                  self.actions if self.numerics else None, reads=(("dma program", n),),
+        m.dma.add(self.b, m._copy(d), ("dma", n), self.tag, actions,
+                  reads=(("dma program", n),),
                   traffic=("record", "dma", nbytes / t.l1_word_bytes, rate))
 
     def dma_wait(self, w: prog.DmaWait) -> None:

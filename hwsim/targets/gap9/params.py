@@ -38,6 +38,18 @@ PARAMS = ParamTable([
           valid=Range(4096, 1 << 30, "a page to 1 GB")),
     Param("mram_base", 0x0, "address", "assumption: MRAM is not in the cluster address map; "
           "the DMA addresses it by offset", kind="arch", valid=ADDRESS),
+    # -- external memory (L3) behind the micro-DMA: docs/gap9-memory.md ---------------------------
+    Param("l3_size", 8 << 20, "bytes", "DORY: L3 dimension 8,000,000 (a model of the board's "
+          "external flash and RAM); 8 MiB here", kind="arch",
+          valid=Range(4096, 1 << 30, "a page to 1 GB")),
+    Param("l3_base", 0x0, "address", "assumption: L3 is not in the cluster address map; the "
+          "micro-DMA addresses it by offset", kind="arch", valid=ADDRESS),
+    Param("l3_bytes_per_cycle", 0.9, "B/cycle", "sources.md#gap9: HyperBus is an 8-bit DDR "
+          "bus at 166 MHz or more (333 MB/s, 0.9 B per 370 MHz cycle); assumption: GAP9's "
+          "HyperBus/Octal-SPI link sustains that peak", valid=BANDWIDTH),
+    Param("l3_latency_cycles", 100, "cycles", "assumption: the device's initial access "
+          "(about 6 HyperBus clocks, twice when it refreshes) plus the fabric controller "
+          "queueing the micro-DMA request", valid=LATENCY),
     # -- cluster DMA ----------------------------------------------------------------------------
     Param("l2_bytes_per_cycle", 8.0, "B/cycle", "DORY: L2 bandwidth 8 (a model, not silicon)",
           valid=BANDWIDTH),

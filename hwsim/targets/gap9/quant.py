@@ -132,10 +132,10 @@ def ne16_scale_shift(multiplier, shift, norm_bits: int = 8, max_shift: int = 31)
     TOSA scales by multiplier * 2^-shift; NE16 multiplies by an unsigned ``norm_bits`` scale and
     shifts right by at most ``max_shift`` (CONFIG0.shift has 5 bits). Returns (scale, shift,
     relative deviation of the factor). NE16 truncates where TOSA rounds half up; a bias of
-    2^(shift-1) restores the rounding.
+    2^(shift-1) restores the rounding. A factor below 2^-(max_shift+1) is nearest to scale 0
+    (deviation -1): the channel then outputs its bias alone.
     """
     factor = np.asarray(multiplier, float) * np.exp2(-np.asarray(shift, float))
     scale, n = fixed_point(factor, norm_bits, max_shift)
-    scale = np.maximum(scale, 1)
     deviation = (scale * np.exp2(-n.astype(float)) - factor) / factor
     return scale, n, deviation
