@@ -55,7 +55,7 @@ def test_timing_only_and_its_errors(tosa, capsys):
     assert "weight bits: expected 2..8, found 9" in capsys.readouterr().err
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--target", "hmx"]) == 2
     assert "HMX runs float graphs in FP16" in capsys.readouterr().err
-    for bad in ("conv_macs_per_cycle_per_core=-2", "clock_hz=0", "l2_bytes_per_cycle=0"):
+    for bad in ("conv_sdot_cycles=-2", "clock_hz=0", "l2_bytes_per_cycle=0"):
         assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--param", bad]) == 2
         err = capsys.readouterr().err
         assert f"parameter {bad.split('=')[0]} = " in err and err.count("\n") == 1

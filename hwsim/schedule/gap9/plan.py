@@ -7,7 +7,9 @@
    RESCALE or a copy either), when its producer can write offset-binary; a reader that gets the
    other format converts a copy (one cluster pass). Graph inputs and outputs are signed.
 3. **Residency**: activations live in L1 from producer to last reader when they fit; graph
-   inputs and outputs, and whatever is moved out to make room, live in L2. Weights and other
+   inputs and outputs, and whatever is moved out to make room, live in L2 (with the parameter
+   ``l1_residency = "none"`` every activation lives in L2, as the GAP SDK keeps them without
+   its L1 promotion). Weights and other
    constants live in MRAM and come to L1 per layer, prefetched during the previous layer when
    there is room.
 4. **Tiles**: each layer takes the first of its candidate tilings (fewest tiles first) whose
@@ -67,7 +69,7 @@ def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
         w.in_offsets = {n: plan.roots[plan.root_of[n]].offset for n in w.inputs}
         w.out_offset = plan.roots[plan.root_of[w.output]].offset
         w.setup(options.mode, options.weight_bits)
-    _fit_l1(works, plan, t.l1_size)
+    _fit_l1(works, plan, t.l1_size, t.l1_residency == "promote")
     params = {w.layer.index: w.params(plan.tilings[w.layer.index]) for w in works if not w.view}
     mram, image = _mram(params, t.mram_base, t.mram_size)
     _place_l2(plan, t.l2_base, t.l2_size)
@@ -129,10 +131,10 @@ def _votes(root: str, readers: dict, plan: Plan) -> int:
 
 
 # -- 3./4./5. residency, tiles, L1 addresses ----------------------------------------------------
-def _fit_l1(works: list[Work], plan: Plan, capacity: int) -> None:
+def _fit_l1(works: list[Work], plan: Plan, capacity: int, promote: bool) -> None:
     active = [w for w in works if not w.view]
     plan.resident = {r.name: None for r in plan.roots.values()
-                     if not r.io and r.size <= capacity // 2}
+                     if not r.io and r.size <= capacity // 2 and promote}
     plan.prefetch = {w.layer.index for w in active[1:]}
     shrink = {w.layer.index: 1.0 for w in active}
     for _ in range(ATTEMPTS):
@@ -264,6 +266,7 @@ def _emit(works: list[Work], plan: Plan, params: dict, mram: dict, l1_base: int)
     l1 = {name: l1_base + off for name, off in plan.l1.items()}
     for n, w in enumerate(active):
         i = em.layer = w.layer.index
+        em.layer_start()
         t = plan.tilings[i]
         consts, offsets, blocks = params[i]
         consts_at, block_at = mram[i]
