@@ -15,10 +15,10 @@ Cost (``cost``: cycles on the ``cluster`` unit): convolutions, matrix products a
 the shape-aware model of ``cluster_cost`` (SIMD lanes, split over the cores, per-output and
 per-channel overheads, stride 2); the other kernels ``ceil(work / (cores * rate))`` where
 ``work`` is elements (elementwise, tables, rescale, reductions, softmax) or bytes (data
-movement), ``rate`` the kernel's per-core parameter; plus the L1 bank conflicts of the cores' streams (``tcdm.core_stalls``: each core
-walks its share of every tensor) and the contention with the NE16 and DMA
-(``hwsim.timing.traffic``). The controller pays ``kernel_launch_cycles`` per launch and
-``barrier_cycles`` per barrier. ``start`` computes a kernel when it starts.
+movement), ``rate`` the kernel's per-core parameter; plus the L1 bank conflicts of the cores'
+streams (``tcdm.core_stalls``: each core walks its share of every tensor) and the contention
+with the NE16 and DMA (``hwsim.timing.traffic``). The controller pays ``kernel_launch_cycles``
+per launch and ``barrier_cycles`` per barrier. ``start`` computes a kernel when it starts.
 """
 
 from __future__ import annotations
