@@ -75,7 +75,7 @@ barrier"""
      "shift=l1:0x10000200:i8:1 out=l1:0x10000300:i8:4 in_zp=3", "cluster",
      "input zero point 3 not allowed for i32 (TOSA ERROR_IF)"),
     ("barrier now", "barrier", "expected dma, ne16, cluster, barrier or layer"),
-        ("layer 3", "layer", "expected dma, ne16, cluster, barrier or layer"),
+    ("layer 3", "layer", "expected dma, ne16, cluster, barrier or layer"),
 ])
 def test_parse_errors_name_line_column_and_field(line, at, message):
     with pytest.raises(TraceSyntaxError) as info:
@@ -201,7 +201,7 @@ def test_every_parameter_is_read_and_has_a_source():
         p.cluster(kernel, **args)
     p.barrier()
     m.run(p)
-    # the lowering reads l1_residency (test_schedule_models: ..._l1_residency_none_...)
+    # the lowering reads l1_residency (test_gap9_cluster_mode: ..._l1_residency_none_...)
     assert m.params.unread() == ["l1_residency"]
 
 

@@ -54,7 +54,8 @@ class Gap9Lowering(Lowering):
     levels = {"L2": ("l2",), "MRAM": ("mram",), "L1": ("l1.dma", "l1.ne16", "l1.cores")}
     machine_params = {"ne16_timeline": "job"}
 
-    def options(self, mode=None, weight_bits=8, params=None, numerics=True):
+    def options(self, mode: str | None = None, weight_bits: int = 8, params=None,
+                numerics: bool = True):
         options = super().options(mode, weight_bits, params, numerics)
         if options.mode == "cluster" and options.weight_bits != 8:
             raise ConfigError(f"gap9: cluster mode runs int8 weights; weight bits: expected 8, "

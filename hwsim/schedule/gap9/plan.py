@@ -9,9 +9,8 @@
 3. **Residency**: activations live in L1 from producer to last reader when they fit; graph
    inputs and outputs, and whatever is moved out to make room, live in L2 (with the parameter
    ``l1_residency = "none"`` every activation lives in L2, as the GAP SDK keeps them without
-   its L1 promotion). Weights and other
-   constants live in MRAM and come to L1 per layer, prefetched during the previous layer when
-   there is room.
+   its L1 promotion). Weights and other constants live in MRAM and come to L1 per layer,
+   prefetched during the previous layer when there is room.
 4. **Tiles**: each layer takes the first of its candidate tilings (fewest tiles first) whose
    buffers fit the L1 left beside the resident tensors live at that layer; operands in L2 go
    through two slots each (``emit.run_steps``).
