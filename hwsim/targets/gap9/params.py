@@ -13,7 +13,7 @@ from hwsim.timing.params import (ADDRESS, BANDWIDTH, CLOCK, COST, LATENCY, OCCUP
 
 _KIB = 1 << 10
 GAP9 = "sources.md#gap9"
-FIT = "fitted (least squares, docs/gap9-calibration.md) to sources.md#gap9-gvsoc"
+FIT = "fitted to sources.md#gap9-gvsoc (docs/gap9-calibration.md)"
 WRITES = Range(1, 64, "a command takes at least one register write")
 # A kernel costs work / (cores x rate) cycles: 0.001 makes a 1,000-element kernel 125,000 cycles
 CORE_RATE = Range(0.001, 1024, "per core: positive; 1,024 is 30x the sdot peak of 4 MAC/cycle")
