@@ -2,6 +2,9 @@
 bit-exact models, pinned cycles, the costs the model must see (idle SIMD lanes, stride 2, load
 imbalance, per-channel set-up), the per-layer set-up and the L2-only residency."""
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -16,6 +19,7 @@ from tests.models import MODELS, WHERE
 from tests.test_schedule_models import SMALL, verdicts
 
 real = pytest.mark.skipif(not MODELS.is_dir(), reason=WHERE)
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_calibration.py"
 T = ParamSet(PARAMS)
 
 
@@ -29,7 +33,6 @@ def test_synthetic_models_are_bit_exact_on_the_cores(name):
 
 
 @real
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["kws_ref_model", "vww_96_int8", "resnet8_int8",
                                   "ad01_int8"])
 def test_mlperf_tiny_models_are_bit_exact_on_the_cores(name):
@@ -126,3 +129,16 @@ def test_pooling_cost():
     cycles = cluster_cost.pool_cycles(T, (1, 1, 1, 64), (8, 8))
     assert cycles == pytest.approx(8 * (T.pool_channel_cycles + 64 * T.pool_element_cycles),
                                    abs=1)
+
+
+@real
+@pytest.mark.parametrize("name", ["resnet8", "kws"])
+def test_the_calibration_set_is_within_the_acceptance(name, monkeypatch):
+    """benchmarks/bench_calibration.py's judged rows: median |error| <= 15%, none past 30%."""
+    monkeypatch.syspath_prepend(str(BENCH.parent))      # its ``common``
+    spec = importlib.util.spec_from_file_location("bench_calibration", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.run_set(name)
+    assert result["accepted"], bench.table(name, result)
+    assert result["median_abs_error"] < 0.07 and result["max_abs_error"] < 0.12
