@@ -75,7 +75,8 @@ barrier"""
     ("cluster rescale in=l1:0x10000000:i32:4 mult=l1:0x10000100:i32:1 "
      "shift=l1:0x10000200:i8:1 out=l1:0x10000300:i8:4 in_zp=3", "cluster",
      "input zero point 3 not allowed for i32 (TOSA ERROR_IF)"),
-    ("barrier now", "barrier", "expected dma, ne16, cluster or barrier"),
+    ("barrier now", "barrier", "expected dma, ne16, cluster, barrier or layer"),
+    ("layer 3", "layer", "expected dma, ne16, cluster, barrier or layer"),
 ])
 def test_parse_errors_name_line_column_and_field(line, at, message):
     with pytest.raises(TraceSyntaxError) as info:
@@ -196,11 +197,13 @@ def test_every_parameter_is_read_and_has_a_source():
     p = prog.Program()
     p.dma("mram", 0, "l1", L1, 64, rows=2, src_stride=64, dst_stride=64)
     p.dma_wait()
+    p.layer()
     for kernel, args in KERNEL_RUNS:
         p.cluster(kernel, **args)
     p.barrier()
     m.run(p)
-    assert m.params.unread() == []
+    # the lowering reads l1_residency (test_gap9_cluster_mode: ..._l1_residency_none_...)
+    assert m.params.unread() == ["l1_residency"]
 
 
 def _t(offset, dtype, *shape):
@@ -210,6 +213,10 @@ def _t(offset, dtype, *shape):
 KERNEL_RUNS = [
     ("conv2d", {"in": _t(0, "i8", 1, 4, 4, 8), "weight": _t(0x100, "i8", 4, 3, 3, 8),
                 "out": _t(0x400, "i32", 1, 2, 2, 4)}),
+    ("conv2d", {"in": _t(0, "i8", 1, 3, 3, 8), "weight": _t(0x100, "i8", 4, 1, 1, 8),
+                "out": _t(0x400, "i32", 1, 2, 2, 4), "stride": (2, 2)}),
+    ("conv2d", {"in": _t(0, "i8", 1, 5, 5, 8), "weight": _t(0x100, "i8", 4, 3, 3, 8),
+                "out": _t(0x400, "i32", 1, 2, 2, 4), "stride": (2, 2)}),
     ("depthwise_conv2d", {"in": _t(0, "i8", 1, 4, 4, 8), "weight": _t(0x100, "i8", 3, 3, 8, 1),
                           "out": _t(0x400, "i32", 1, 2, 2, 8)}),
     ("avg_pool2d", {"in": _t(0, "i8", 1, 4, 4, 8), "out": _t(0x400, "i8", 1, 2, 2, 8),

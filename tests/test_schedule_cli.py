@@ -50,12 +50,17 @@ def test_timing_only_and_its_errors(tosa, capsys):
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--no-numerics", "--check"]) == 2
     assert "--check needs the datapaths" in capsys.readouterr().err
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--mode", "fast"]) == 2
-    assert "numeric mode 'fast'; expected one of exact, ne16" in capsys.readouterr().err
+    assert "numeric mode 'fast'; expected one of exact, ne16, cluster" in \
+        capsys.readouterr().err
+    assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--mode", "cluster", "--weight-bits",
+                 "4"]) == 2
+    assert capsys.readouterr().err == "hwsim: error: gap9: cluster mode runs int8 weights; " \
+                                      "weight bits: expected 8, found 4\n"
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--weight-bits", "9"]) == 2
     assert "weight bits: expected 2..8, found 9" in capsys.readouterr().err
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--target", "hmx"]) == 2
     assert "HMX runs float graphs in FP16" in capsys.readouterr().err
-    for bad in ("conv_macs_per_cycle_per_core=-2", "clock_hz=0", "l2_bytes_per_cycle=0"):
+    for bad in ("conv_sdot_cycles=-2", "clock_hz=0", "l2_bytes_per_cycle=0"):
         assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--param", bad]) == 2
         err = capsys.readouterr().err
         assert f"parameter {bad.split('=')[0]} = " in err and err.count("\n") == 1

@@ -47,7 +47,7 @@ BAD = [
      "gap9.l1_size: [65536, '64k'] lists a value twice"),
     ('targets = ["gap9"]\n[params]\n"gap9" = [1]\n', 4, "gap9: expected TARGET.PARAM"),
     ('targets = ["gap9"]\nmodes = ["int8"]\n', 3,
-     "modes: 'int8' is not a mode of gap9 (exact, ne16)"),
+     "modes: 'int8' is not a mode of gap9 (exact, ne16, cluster)"),
     ('targets = ["sme"]\nweight_bits = [4, 8]\n', 3,
      "weight_bits: 4: sme does not requantise weights (8 only)"),
     ('targets = ["gap9"]\nweight_bits = [9]\n', 3, "weight_bits: 9: gap9 accepts 2..8"),

@@ -17,7 +17,9 @@ A program is what the cluster controller executes, one instruction a line:
   read shows in the timeline;
 * ``ne16 wait [JOB]``: sleep until the end-of-job event of JOB (default: the last committed);
 * ``cluster KERNEL name=value ...``: run a kernel on the worker cores (``kernels.KERNELS``);
-* ``barrier``: wait for every launched kernel.
+* ``barrier``: wait for every launched kernel;
+* ``layer``: the controller enters the code of a layer (a compiled network's per-layer function:
+  argument and tiling set-up before its first transfer), paying ``layer_setup_cycles``.
 
 Kernel arguments are integers (``pad=1,1,1,1`` for lists), words (``rounding=double``) or
 tensors ``SPACE:ADDR:DTYPE:SHAPE`` (``l1:0x10000000:i8:1x8x8x16``; dtypes i8 u8 i16 u16 i32).
@@ -111,6 +113,11 @@ class Kernel:
 
 @dataclass
 class Barrier:
+    loc: Location = field(default_factory=Location)
+
+
+@dataclass
+class LayerStart:
     loc: Location = field(default_factory=Location)
 
 
@@ -235,8 +242,10 @@ def parse_line(text: str, loc: Location):
         return Kernel(toks[1].text, args, loc, {k: kloc for k, (kloc, _) in words.items()})
     if op == "barrier" and len(toks) == 1:
         return Barrier(loc)
-    raise TraceSyntaxError(toks[0].loc, f"instruction: expected dma, ne16, cluster or barrier, "
-                                        f"found {toks[0].text!r}")
+    if op == "layer" and len(toks) == 1:
+        return LayerStart(loc)
+    raise TraceSyntaxError(toks[0].loc, f"instruction: expected dma, ne16, cluster, barrier or "
+                                        f"layer, found {toks[0].text!r}")
 
 
 class Program(list):
@@ -273,3 +282,6 @@ class Program(list):
 
     def barrier(self) -> None:
         self.append(Barrier())
+
+    def layer(self) -> None:
+        self.append(LayerStart())

@@ -24,8 +24,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help=".tflite, .tosa, .mlir or .mlirbc")
     p.add_argument("--target", default="gap9", metavar="NAME", help="gap9 (default), hmx or sme")
     p.add_argument("--mode", metavar="MODE",
-                   help="numeric mode: gap9 exact (default; bit-exact) or ne16 (NE16-native "
-                        "requantisation); hmx fp16 (default) or dequantise (int8 graphs); sme "
+                   help="numeric mode: gap9 exact (default; bit-exact), ne16 (NE16-native "
+                        "requantisation) or cluster (no NE16: every layer on the 8 cores, "
+                        "bit-exact); hmx fp16 (default) or dequantise (int8 graphs); sme "
                         "fp32, bf16-widening, bf16 (float graphs, fp32 default) or int8 (int8 "
                         "graphs)")
     p.add_argument("--weight-bits", type=int, default=8, metavar="N",

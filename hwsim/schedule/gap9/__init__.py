@@ -12,12 +12,14 @@ RESCALE's INEXACT_ROUND runs as SINGLE_ROUND, which the spec says meets its erro
 1.0 RESCALE "Precision Requirements").
 
 Numeric modes: ``exact`` (NE16 accumulates to int32 exactly, the RESCALE runs on the cluster;
-every layer bit-exact) and ``ne16`` (each RESCALE fused into NE16's normalisation, with the
-deviation reported per layer).
+every layer bit-exact), ``ne16`` (each RESCALE fused into NE16's normalisation, with the
+deviation reported per layer) and ``cluster`` (no NE16: every layer runs as int8 software kernels
+on the 8 worker cores, as the GAP SDK's cluster kernels do; bit-exact, 8-bit weights only).
 """
 
 from __future__ import annotations
 
+from hwsim.errors import ConfigError
 from hwsim.schedule.gap9 import cluster, ne16, plan, text
 from hwsim.schedule.gap9.works import make
 from hwsim.schedule.lowering import Lowering, group
@@ -45,7 +47,7 @@ def _merge(members: list, consumer) -> bool:
 
 class Gap9Lowering(Lowering):
     target = "gap9"
-    modes = ("exact", "ne16")
+    modes = ("exact", "ne16", "cluster")
     weight_bits = tuple(range(2, 9))    # NE16's weights are bit-serial
     operators = frozenset(cluster.OPERATORS)
     compute_units = ("ne16", "cluster")
@@ -53,6 +55,17 @@ class Gap9Lowering(Lowering):
     levels = {"L3": ("l3",), "L2": ("l2",), "MRAM": ("mram",),
               "L1": ("l1.dma", "l1.ne16", "l1.cores")}
     machine_params = {"ne16_timeline": "job"}
+
+    def options(self, mode: str | None = None, weight_bits: int = 8, params=None,
+                numerics: bool = True):
+        options = super().options(mode, weight_bits, params, numerics)
+        if options.mode == "cluster" and options.weight_bits != 8:
+            raise ConfigError(f"gap9: cluster mode runs int8 weights; weight bits: expected 8, "
+                              f"found {options.weight_bits}")
+        return options
+
+    def bit_exact(self, mode: str) -> bool:
+        return mode in ("exact", "cluster")
 
     def unsupported(self, op, options) -> str | None:
         for t in op.inputs + op.outputs:
@@ -70,7 +83,8 @@ class Gap9Lowering(Lowering):
         return group(graph, _merge)
 
     def lower(self, graph, layers, machine, options):
-        works = [make(layer, layer.ops[0].op in MATRIX, _off_ne16(layer.ops[0]))
+        on_ne16 = options.mode != "cluster"
+        works = [make(layer, on_ne16 and layer.ops[0].op in MATRIX, _off_ne16(layer.ops[0]))
                  for layer in layers]
         return plan.lower(graph, layers, works, machine, options)
 

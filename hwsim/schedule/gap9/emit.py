@@ -84,6 +84,9 @@ class Emitter:
     def barrier(self) -> None:
         self._add(isa.Barrier(HERE))
 
+    def layer_start(self) -> None:
+        self._add(isa.LayerStart(HERE))
+
 
 @dataclass
 class Operand:

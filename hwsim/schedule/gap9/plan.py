@@ -7,9 +7,10 @@
    RESCALE or a copy either), when its producer can write offset-binary; a reader that gets the
    other format converts a copy (one cluster pass). Graph inputs and outputs are signed.
 3. **Residency**: activations live in L1 from producer to last reader when they fit; graph
-   inputs and outputs, and whatever is moved out to make room, live in L2. Weights and other
-   constants live in MRAM and come to L1 per layer, prefetched during the previous layer when
-   there is room.
+   inputs and outputs, and whatever is moved out to make room, live in L2 (with the parameter
+   ``l1_residency = "none"`` every activation lives in L2, as the GAP SDK keeps them without
+   its L1 promotion). Weights and other constants live in MRAM and come to L1 per layer,
+   prefetched during the previous layer when there is room.
 4. **Tiles**: each layer takes the first of its candidate tilings (fewest tiles first) whose
    buffers fit the L1 left beside the resident tensors live at that layer; operands in L2 go
    through two slots each (``emit.run_steps``).
@@ -69,7 +70,7 @@ def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
         w.in_offsets = {n: plan.roots[plan.root_of[n]].offset for n in w.inputs}
         w.out_offset = plan.roots[plan.root_of[w.output]].offset
         w.setup(options.mode, options.weight_bits)
-    _fit_l1(works, plan, t.l1_size)
+    _fit_l1(works, plan, t.l1_size, t.l1_residency == "promote")
     params = {w.layer.index: w.params(plan.tilings[w.layer.index]) for w in works if not w.view}
     places = _outside_l1(works, plan, params, t)
     em = _emit(works, plan, params, places, t.l1_base)
@@ -130,10 +131,10 @@ def _votes(root: str, readers: dict, plan: Plan) -> int:
 
 
 # -- 3./4./5. residency, tiles, L1 addresses ----------------------------------------------------
-def _fit_l1(works: list[Work], plan: Plan, capacity: int) -> None:
+def _fit_l1(works: list[Work], plan: Plan, capacity: int, promote: bool) -> None:
     active = [w for w in works if not w.view]
     plan.resident = {r.name: None for r in plan.roots.values()
-                     if not r.io and r.size <= capacity // 2}
+                     if not r.io and r.size <= capacity // 2 and promote}
     plan.prefetch = {w.layer.index for w in active[1:]}
     shrink = {w.layer.index: 1.0 for w in active}
     for _ in range(ATTEMPTS):
@@ -255,6 +256,7 @@ def _emit(works: list[Work], plan: Plan, params: dict, places: Places, l1_base: 
     l1 = {name: l1_base + off for name, off in plan.l1.items()}
     for n, w in enumerate(active):
         i = em.layer = w.layer.index
+        em.layer_start()
         t = plan.tilings[i]
         consts, offsets, blocks = params[i]
         space, consts_at, block_at = places.consts[i]

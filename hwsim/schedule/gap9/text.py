@@ -30,6 +30,7 @@ FORMATS = {
     isa.Kernel: lambda k: " ".join([f"cluster {k.name}"] + [f"{name}={_value(v)}"
                                                             for name, v in k.args.items()]),
     isa.Barrier: lambda _: "barrier",
+    isa.LayerStart: lambda _: "layer",
 }
 
 

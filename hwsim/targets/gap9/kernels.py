@@ -11,13 +11,14 @@ with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``s
 ``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
 then RESCALE(op(...)) with ``per_channel`` when ``mult`` has more than one entry.
 
-Cost (``cost``: cycles on the ``cluster`` unit): ``ceil(work / (cores * rate))`` where ``work``
-is MACs (convolutions, matmul), window elements (pooling), elements (elementwise, tables,
-rescale, reductions, softmax) or bytes (data movement), ``rate`` the kernel's per-core
-parameter; plus the L1 bank conflicts of the cores' streams (``tcdm.core_stalls``: each core
-walks its share of every tensor) and the contention with the NE16 and DMA
-(``hwsim.timing.traffic``). The controller pays ``kernel_launch_cycles`` per launch and
-``barrier_cycles`` per barrier. ``start`` computes a kernel when it starts.
+Cost (``cost``: cycles on the ``cluster`` unit): convolutions, matrix products and pooling by
+the shape-aware model of ``cluster_cost`` (SIMD lanes, split over the cores, per-output and
+per-channel overheads, stride 2); the other kernels ``ceil(work / (cores * rate))`` where
+``work`` is elements (elementwise, tables, rescale, reductions, softmax) or bytes (data
+movement), ``rate`` the kernel's per-core parameter; plus the L1 bank conflicts of the cores'
+streams (``tcdm.core_stalls``: each core walks its share of every tensor) and the contention
+with the NE16 and DMA (``hwsim.timing.traffic``). The controller pays ``kernel_launch_cycles``
+per launch and ``barrier_cycles`` per barrier. ``start`` computes a kernel when it starts.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
 from hwsim.isa.gap9 import Kernel, TensorRef
+from hwsim.targets.gap9 import cluster_cost
 from hwsim.targets.gap9 import kernel_ops as ops
 from hwsim.targets.gap9 import tosa_int as ti
 from hwsim.targets.gap9.tcdm import core_stalls
@@ -52,7 +54,8 @@ class KernelDef:
     args: dict
     infer: Callable     # (tensors, attrs) -> {output name: (dtypes, shape)}
     run: Callable       # (values, attrs, tensors) -> {output name: values}
-    work: Callable      # (tensors, attrs) -> (rate parameter, work units)
+    work: Callable      # (tensors, attrs) -> (rate parameter or None, work units or MACs)
+    model: Callable | None = None   # (tensors, attrs, params) -> cycles (``cluster_cost``)
 
 
 @dataclass
@@ -232,6 +235,18 @@ def _kernel(name, args, infer, run, rate, work=_elements):
     return KernelDef(name, args, infer, run, lambda t, a: (rate, work(t, a)))
 
 
+def _modelled(name, args, infer, run, model, macs=lambda t, a: 0):
+    """A kernel costed by ``cluster_cost`` (``model(tensors, attrs, params)``)."""
+    return KernelDef(name, args, infer, run, lambda t, a: (None, macs(t, a)), model)
+
+
+def _conv_model(t, a, p, depthwise=False):
+    w = t["weight"].shape
+    kernel = (w[0], w[1]) if depthwise else (w[1], w[2])
+    return cluster_cost.conv_cycles(p, t["out"].shape, kernel, t["in"].shape[3], a["stride"],
+                                    depthwise)
+
+
 def _binary(name):
     def run(x, a, t):
         return {"out": _requant(ops.binary(name, x["a"], x["b"], a.get("mul_shift", 0)), x, a, t)}
@@ -259,30 +274,30 @@ def _copy(name, args, infer, run):
 
 _TABLE_RATE = "table_elements_per_cycle_per_core"
 KERNELS = {k.name: k for k in [
-    _kernel("conv2d", CONV_ARGS, _conv_shape, _run_conv, "conv_macs_per_cycle_per_core",
-            lambda t, a: math.prod(t["out"].shape) * math.prod(t["weight"].shape[1:])),
-    _kernel("depthwise_conv2d", CONV_ARGS, lambda t, a: _conv_shape(t, a, True),
-            lambda x, a, t: _run_conv(x, a, t, True), "depthwise_macs_per_cycle_per_core",
-            lambda t, a: math.prod(t["out"].shape) * t["weight"].shape[0] * t["weight"].shape[1]),
-    _kernel("matmul", {"a": In("i8"), "b": In("i8"), "out": Out(*INTS), "a_zp": Arg("int", 0),
-                       "b_zp": Arg("int", 0), **RESCALE_ARGS},
-            lambda t, a: _out_requant(t, a, (t["a"].shape[0], t["a"].shape[1],
-                                             t["b"].shape[2])),
-            lambda x, a, t: {"out": _requant(ops.matmul(x["a"], x["b"], a["a_zp"], a["b_zp"]),
-                                             x, a, t)},
-            "conv_macs_per_cycle_per_core",
-            lambda t, a: math.prod(t["out"].shape) * t["a"].shape[2]),
-    _kernel("avg_pool2d", {**POOL_ARGS, "in_zp": Arg("int", 0), "out_zp": Arg("int", 0)},
-            _pool_shape,
-            lambda x, a, t: {"out": ops.avg_pool2d(x["in"], a["kernel"], a["pad"], a["stride"],
-                                                   a["in_zp"], a["out_zp"], t["out"].dtype)},
-            "pool_elements_per_cycle_per_core",
-            lambda t, a: math.prod(t["out"].shape) * math.prod(a["kernel"])),
-    _kernel("max_pool2d", POOL_ARGS, _pool_shape,
-            lambda x, a, t: {"out": ops.max_pool2d(x["in"], a["kernel"], a["pad"], a["stride"],
-                                                   t["in"].dtype)},
-            "pool_elements_per_cycle_per_core",
-            lambda t, a: math.prod(t["out"].shape) * math.prod(a["kernel"])),
+    _modelled("conv2d", CONV_ARGS, _conv_shape, _run_conv, _conv_model,
+              lambda t, a: math.prod(t["out"].shape) * math.prod(t["weight"].shape[1:])),
+    _modelled("depthwise_conv2d", CONV_ARGS, lambda t, a: _conv_shape(t, a, True),
+              lambda x, a, t: _run_conv(x, a, t, True),
+              lambda t, a, p: _conv_model(t, a, p, True),
+              lambda t, a: math.prod(t["out"].shape) * t["weight"].shape[0] *
+              t["weight"].shape[1]),
+    _modelled("matmul", {"a": In("i8"), "b": In("i8"), "out": Out(*INTS), "a_zp": Arg("int", 0),
+                         "b_zp": Arg("int", 0), **RESCALE_ARGS},
+              lambda t, a: _out_requant(t, a, (t["a"].shape[0], t["a"].shape[1],
+                                               t["b"].shape[2])),
+              lambda x, a, t: {"out": _requant(ops.matmul(x["a"], x["b"], a["a_zp"], a["b_zp"]),
+                                               x, a, t)},
+              lambda t, a, p: cluster_cost.matmul_cycles(p, t["out"].shape, t["a"].shape[2]),
+              lambda t, a: math.prod(t["out"].shape) * t["a"].shape[2]),
+    _modelled("avg_pool2d", {**POOL_ARGS, "in_zp": Arg("int", 0), "out_zp": Arg("int", 0)},
+              _pool_shape,
+              lambda x, a, t: {"out": ops.avg_pool2d(x["in"], a["kernel"], a["pad"], a["stride"],
+                                                     a["in_zp"], a["out_zp"], t["out"].dtype)},
+              lambda t, a, p: cluster_cost.pool_cycles(p, t["out"].shape, a["kernel"])),
+    _modelled("max_pool2d", POOL_ARGS, _pool_shape,
+              lambda x, a, t: {"out": ops.max_pool2d(x["in"], a["kernel"], a["pad"], a["stride"],
+                                                     t["in"].dtype)},
+              lambda t, a, p: cluster_cost.pool_cycles(p, t["out"].shape, a["kernel"])),
     _binary("add"), _binary("sub"), _binary("mul"), _binary("maximum"), _binary("minimum"),
     _kernel("rescale", {**UNARY, "mult": In("i32", "i16"), "shift": In("i8"),
                         "in_zp": Arg("int", 0), "out_zp": Arg("int", 0), "scale32": Arg("int", 1),
@@ -426,11 +441,13 @@ class Cost:
 def cost(bound: Bound, t) -> Cost:
     rate_name, work = bound.kernel.work(bound.tensors, bound.attrs)
     cores = t.cluster_cores
-    cycles = max(1, math.ceil(work / (cores * getattr(t, rate_name))))
+    if bound.kernel.model is not None:
+        cycles, macs = max(1, bound.kernel.model(bound.tensors, bound.attrs, t)), work
+    else:
+        cycles, macs = max(1, math.ceil(work / (cores * getattr(t, rate_name)))), 0
     nbytes = sum(r.nbytes for r in bound.tensors.values())
     return Cost(cycles, _bank_conflicts(bound, cores, cycles, t), nbytes,
-                nbytes / t.l1_word_bytes,
-                work if rate_name.endswith("macs_per_cycle_per_core") else 0)
+                nbytes / t.l1_word_bytes, macs)
 
 
 def start(bound: Bound, l1):

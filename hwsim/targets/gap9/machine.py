@@ -261,13 +261,17 @@ class _Run:
         reads = (("kernel", self.kernels - 1),) if self.kernels else ()
         self.ctrl("barrier", self.t.barrier_cycles, reads=reads)
 
+    def layer_start(self, s: prog.LayerStart) -> None:
+        self.ctrl("layer set-up", self.t.layer_setup_cycles)
+
 
 # instruction -> _Run method (a class-level table: bound methods kept on the instance would make
 # a reference cycle through the machine and its run)
 HANDLERS = {prog.DmaCopy: _Run.dma, prog.DmaWait: _Run.dma_wait, prog.Ne16Acquire: _Run.acquire,
             prog.Ne16Write: _Run.write, prog.Ne16Commit: _Run.commit,
             prog.Ne16Status: _Run.status, prog.Ne16Wait: _Run.ne16_wait,
-            prog.Kernel: _Run.kernel, prog.Barrier: _Run.barrier}
+            prog.Kernel: _Run.kernel, prog.Barrier: _Run.barrier,
+            prog.LayerStart: _Run.layer_start}
 
 
 def _job_ops(run: _Run, job: Ne16Job, ctx: int, loc: Location) -> None:

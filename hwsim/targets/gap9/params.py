@@ -13,6 +13,7 @@ from hwsim.timing.params import (ADDRESS, BANDWIDTH, CLOCK, COST, LATENCY, OCCUP
 
 _KIB = 1 << 10
 GAP9 = "sources.md#gap9"
+FIT = "fitted to sources.md#gap9-gvsoc (docs/gap9-calibration.md)"
 WRITES = Range(1, 64, "a command takes at least one register write")
 # A kernel costs work / (cores x rate) cycles: 0.001 makes a 1,000-element kernel 125,000 cycles
 CORE_RATE = Range(0.001, 1024, "per core: positive; 1,024 is 30x the sdot peak of 4 MAC/cycle")
@@ -82,6 +83,14 @@ PARAMS = ParamTable([
           "(fork through the event unit and per-core setup)", valid=COST),
     Param("barrier_cycles", 10, "cycles", "assumption: hardware barrier in the event unit",
           valid=COST),
+    Param("layer_setup_cycles", 2000, "cycles", f"{FIT}: rows of layers with under 100 "
+          "cycles of work (10- and 12-element softmax, 640-MAC linear) take 2,005-2,820; the "
+          "per-layer code of the SDK's generated network (arguments, tiling set-up) before the "
+          "layer's first transfer", valid=COST),
+    Param("l1_residency", "promote", "", "assumption: 'promote' keeps an activation in L1 from "
+          "producer to last reader when it fits (hwsim's planner); 'none' keeps every "
+          "activation in L2 and moves it by DMA per layer, as the GAP SDK without L1 promotion "
+          "(the calibration builds)", kind="arch", choices=("promote", "none")),
     # -- NE16 (GVSoC ne16_fsm.cpp and ne16_stream.cpp: sources.md#gap9 "NE16 timing structure")
     Param("ne16_products_per_cycle", 1296, "products", f"{GAP9}: 9 columns x 9 blocks x 16 "
           "channels of 8-bit x 1-bit products per cycle",
@@ -121,13 +130,29 @@ PARAMS = ParamTable([
     # -- cluster kernels (per core; see kernels.py for what each counts) -------------------------
     Param("cluster_peak_macs_per_cycle", 32.0, "MAC/cycle", f"{GAP9}: 8 cores x 4 int8 MAC (sdot)",
           valid=Range(0.01, 65536, "positive; 65,536 is 2,000x GAP9's")),
-    Param("conv_macs_per_cycle_per_core", 1.94, "MAC/cycle", "PULP-NN: 15.5 MAC/cycle on 8 "
-          "cores for int8 convolution", valid=CORE_RATE),
-    Param("depthwise_macs_per_cycle_per_core", 0.5, "MAC/cycle", "assumption: no input-channel "
-          "reuse for SIMD sdot; about a quarter of the standard-convolution rate",
-          valid=CORE_RATE),
-    Param("pool_elements_per_cycle_per_core", 1.0, "elem/cycle", "assumption: one load and one "
-          "add or compare per window element", valid=CORE_RATE),
+    # convolutions, matrix products, pooling (cluster_cost.py)
+    Param("cluster_simd_lanes", 4, "lanes", f"{GAP9}: sdot takes 4 int8 pairs per instruction",
+          valid=Range(1, 64, "at least one lane; 64 is a 512-bit vector of int8")),
+    Param("conv_sdot_cycles", 3.9, "cycles", f"{FIT}: ResNet-8 3x3 rows; an sdot with its "
+          "two operand loads and pointer updates",
+          valid=Range(0.25, 64, "a quarter cycle (dual issue) to 64")),
+    Param("conv_output_cycles", 2.9, "cycles", f"{FIT}: ResNet-8 3x3 rows; per output: "
+          "bias, accumulator set-up, normalisation and store", valid=Range(0, 4096, "0 to 4096")),
+    Param("conv_stride2_extra", 0.2, "fraction", f"{FIT}: ResNet-8 stride-2 3x3 rows "
+          "(20-40% slower per MAC there); neighbouring outputs share no input registers",
+          valid=Range(0, 16, "no penalty to 17x slower")),
+    Param("conv_channel_setup_cycles", 230, "cycles", f"{FIT}: ResNet-8 3x3 rows (the "
+          "8x8 layers pay it most); per output channel and input channel of a core: loop, "
+          "weight and pointer set-up", valid=Range(0, 1 << 20, "0 to a million")),
+    Param("conv_gather_cycles", 10.0, "cycles", f"{FIT}: ResNet-8 1x1 stride-2 rows; per "
+          "byte of the subsampled input, gathered by a 2-D DMA of one-byte elements",
+          valid=Range(0, 4096, "0 to 4096")),
+    Param("pool_channel_cycles", 230, "cycles", f"{FIT}: ResNet-8 and KWS average pools; "
+          "per channel of a core: loop set-up, the division and the store",
+          valid=Range(0, 1 << 20, "0 to a million")),
+    Param("pool_element_cycles", 0.25, "cycles", "assumption: the window is summed 4 int8 "
+          "lanes per SIMD instruction (one load and one sdot per 4 elements)",
+          valid=Range(0.01, 4096, "positive, to 4096")),
     Param("eltwise_elements_per_cycle_per_core", 0.5, "elem/cycle", "assumption: two loads, a "
           "multiply-shift per input rescale and a store per element", valid=CORE_RATE),
     Param("rescale_elements_per_cycle_per_core", 0.5, "elem/cycle", "assumption: load, 32x32 "
