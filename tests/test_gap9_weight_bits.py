@@ -67,7 +67,7 @@ def test_vww_with_five_bit_weights_estimates_in_both_modes():
     path = model("vww_96_int8.tflite")
     exact = estimate(path, "gap9", weight_bits=5, numerics=False)
     native = estimate(path, "gap9", mode="ne16", weight_bits=5, numerics=False)
-    assert (exact.cycles, native.cycles) == (403646, 324502)
+    assert (exact.cycles, native.cycles) == (493805, 414732)
 
 
 def test_an_ne16_factor_below_its_smallest_step_becomes_scale_0():
