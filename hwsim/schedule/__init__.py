@@ -65,10 +65,9 @@ def _inputs(graph: Graph, inputs) -> dict:
 
 def _machine(low: Lowering, overrides: dict):
     """A fresh machine with the architectural overrides, and the run's timing parameters."""
-    from hwsim.cli import split_overrides
     from hwsim.targets import machine_class
     cls = machine_class(low.target)
-    arch, timing = split_overrides(cls, dict(overrides))
+    arch, timing = cls.PARAMS.split(dict(overrides))
     return cls(**arch), {**low.machine_params, **timing}
 
 
