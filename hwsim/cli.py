@@ -34,6 +34,7 @@ def _terminate(signum, frame):
 
 
 def cmd_run(args) -> int:
+    from hwsim.results import summary_text, write_json, write_timeline
     from hwsim.traces.files import check_output
     from hwsim.traces.reader import read_trace
     if args.target:
@@ -63,14 +64,14 @@ def cmd_run(args) -> int:
         result = machine.run(trace, params=timing, progress=progress, engine=args.engine)
     finally:
         progress.close()
-    print(result.summary())
+    print(summary_text(result))
     passed = [check["message"] for check in result.stats["expects"] if not check["differ"]]
     if passed:
         print("\n" + "\n".join(passed))
     if args.json:
-        result.write_json(args.json)
+        write_json(result, args.json)
     if args.timeline:
-        result.write_timeline(args.timeline)
+        write_timeline(result, args.timeline)
     return 1 if result.expect_failures else 0
 
 

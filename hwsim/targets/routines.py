@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwsim.errors import ProgramError, TraceSyntaxError
+from hwsim.tosa_int import helpers as ti
 
 REQUIRED = object()
 
@@ -88,3 +89,12 @@ def broadcast(tensors: dict, names=("a", "b")) -> tuple:
                                "broadcast")
         out.append(max(dims))
     return tuple(out)
+
+
+def run_rescale(x, a, t):
+    """TOSA RESCALE on a routine's values: GAP9's ``cluster rescale``, SME's ``vec rescale``."""
+    out = t["out"].dtype
+    kind = ("u" + out[1:]) if a["output_unsigned"] else out
+    return {"out": ti.rescale(x["in"], x["mult"], x["shift"], a["in_zp"], a["out_zp"], kind,
+                              bool(a["scale32"]), a["rounding"] == "double",
+                              bool(a["input_unsigned"]), int(t["in"].dtype[1:]))}

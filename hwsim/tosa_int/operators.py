@@ -1,7 +1,8 @@
-"""What the cluster kernels compute: each function is one TOSA 1.0 operator's integer semantics.
+"""TOSA 1.0 operators on integers: each function is one operator's integer semantics, what
+GAP9's cluster kernels and SME's integer ``vec`` routines compute.
 
-Inputs are int64 arrays holding the tensors' values, outputs int64 arrays; ``kernels`` reads and
-writes L1 around them. Sources are the TOSA 1.0 pseudocode (docs/sources.md#tosa,
+Inputs are int64 arrays holding the tensors' values, outputs int64 arrays; the machines read
+and write their memories around them. Sources are the TOSA 1.0 pseudocode (docs/sources.md#tosa,
 spec chapter 2): CONV2D and DEPTHWISE_CONV2D (zero points subtracted, padding contributes 0, bias
 added after the sum), MATMUL, AVG_POOL2D (valid-position count, ``reciprocal_scale``),
 MAX_POOL2D (padding ignored), ADD/SUB/MAXIMUM/MINIMUM (int32), MUL (with shift), TABLE,
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.targets.gap9 import tosa_int as ti
+from hwsim.tosa_int import helpers as ti
 
 
 def _pad_axis(pad, stride, dilation, kernel, size):

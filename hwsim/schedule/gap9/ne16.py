@@ -33,12 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwsim.targets.gap9 import layout, quant
-from hwsim.targets.gap9 import tosa_int as ti
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.schedule.gap9.cluster import is_identity_clamp
 from hwsim.schedule.tiles import window_rows
+from hwsim.targets.gap9 import layout, quant
+from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.tosa.builder import quantize_scale
+from hwsim.tosa_int import helpers as ti
 
 ALIGN = 4
 

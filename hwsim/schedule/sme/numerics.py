@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.schedule.check import goldens
+from hwsim.schedule.goldens import goldens
 from hwsim.schedule.lowering import Layer
 from hwsim.targets.sme.layouts import bf16_bits, bf16_values
 from hwsim.tosa.fp64 import references

@@ -5,7 +5,7 @@ Each row of ``KERNELS`` declares the kernel's arguments once (tensors in L1, int
 words); binding a program's ``cluster`` line checks names, types, dtypes and the output shape
 against the TOSA shape rules and fails with file:line:column otherwise.
 
-Semantics are the TOSA operators of ``kernel_ops`` (the kernel name says which). Kernels that
+Semantics are the TOSA operators of ``hwsim.tosa_int.operators`` (the kernel name says which). Kernels that
 produce int32 (conv2d, depthwise_conv2d, matmul, add, sub, mul, maximum, minimum) optionally end
 with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``scale32=0``),
 ``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
@@ -30,10 +30,10 @@ import numpy as np
 
 from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
 from hwsim.isa.gap9 import Kernel, TensorRef
-from hwsim.targets.gap9 import kernel_ops as ops
-from hwsim.targets.gap9 import tosa_int as ti
 from hwsim.targets.gap9.tcdm import core_stalls
-from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
+from hwsim.targets.routines import Arg, In, Out, arguments, broadcast, run_rescale
+from hwsim.tosa_int import helpers as ti
+from hwsim.tosa_int import operators as ops
 
 INTS = ("i8", "i16", "i32")
 
@@ -202,15 +202,6 @@ def _run_conv(x, a, t, depthwise=False):
     acc = fn(x["in"], x["weight"], x.get("bias"), a["pad"], a["stride"], a["dilation"],
              a["in_zp"], a["weight_zp"])
     return {"out": _requant(acc, x, a, t)}
-
-
-def run_rescale(x, a, t):
-    """TOSA RESCALE on a routine's values (also SME's ``vec rescale``)."""
-    out = t["out"].dtype
-    kind = ("u" + out[1:]) if a["output_unsigned"] else out
-    return {"out": ti.rescale(x["in"], x["mult"], x["shift"], a["in_zp"], a["out_zp"], kind,
-                              bool(a["scale32"]), a["rounding"] == "double",
-                              bool(a["input_unsigned"]), int(t["in"].dtype[1:]))}
 
 
 def _elements(t, a, name="out"):

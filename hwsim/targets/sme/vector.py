@@ -14,7 +14,7 @@ window or of an im2col row once) and writes go through the machine's load and st
 and the routine lasts at least as long as they take. Results land when it ends.
 
 Semantics: integer routines are the TOSA 1.0 integer operators, bit-exact
-(``hwsim.targets.gap9.kernel_ops``/``tosa_int``, shared with GAP9's cluster kernels); float
+(``hwsim.tosa_int``, shared with GAP9's cluster kernels); float
 routines compute in fp32 with one IEEE rounding per operation as SVE's FADD/FMUL/FDIV/FMAX would
 (EXP uses numpy's fp32 exp, not an SVE FEXPA sequence); bf16 tensors are read exactly and
 written rounded to nearest even (BFCVT). Memory ordering with the load/store unit is kept by
@@ -38,11 +38,10 @@ import numpy as np
 
 from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
 from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
-from hwsim.targets.gap9 import kernel_ops as ops
-from hwsim.targets.gap9 import tosa_int as ti
-from hwsim.targets.gap9.kernels import run_rescale
-from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
+from hwsim.targets.routines import Arg, In, Out, arguments, broadcast, run_rescale
 from hwsim.targets.sme import layouts
+from hwsim.tosa_int import helpers as ti
+from hwsim.tosa_int import operators as ops
 
 INTS = ("i8", "i16", "i32")
 FLOAT = ("f32", "bf16")
