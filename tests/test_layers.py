@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hwsim"
 # Lowest first; a module may import its own layer and those below. A module belongs to the
 # layer of the longest prefix that names it (``*.cli`` modules are all commands).
 LAYERS = (
-    ("basics", ("hwsim.errors", "hwsim.version", "hwsim.tosa_int")),
+    ("basics", ("hwsim.errors", "hwsim.version", "hwsim.shapes", "hwsim.tosa_int")),
     ("input", ("hwsim.isa", "hwsim.traces")),
     ("timing", ("hwsim.timing", "hwsim.memory")),
     ("results", ("hwsim.results",)),           # writers of a run's Result

@@ -35,6 +35,7 @@ import numpy as np
 
 from hwsim.schedule.gap9.cluster import is_identity_clamp
 from hwsim.schedule.tiles import window_rows
+from hwsim.shapes import conv_out
 from hwsim.targets.gap9 import layout, quant
 from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.tosa.builder import quantize_scale
@@ -88,11 +89,11 @@ class Geometry:
 
     @property
     def h_out(self) -> int:
-        return (self.h_in + self.pad[0] + self.pad[1] - self.kernel) // self.stride + 1
+        return conv_out(self.h_in, self.kernel, *self.pad[0:2], self.stride)[0]
 
     @property
     def w_out(self) -> int:
-        return (self.w_in + self.pad[2] + self.pad[3] - self.kernel) // self.stride + 1
+        return conv_out(self.w_in, self.kernel, *self.pad[2:4], self.stride)[0]
 
     @property
     def linear(self) -> bool:

@@ -28,6 +28,7 @@ import numpy as np
 
 from hwsim.errors import ScheduleError
 from hwsim.schedule.hmx.program import Arena, Program
+from hwsim.shapes import conv_out
 
 FP16 = 2
 UNARY = {"EXP": "exp", "RECIPROCAL": "recip"}
@@ -130,8 +131,8 @@ def avg_pool(program: Program, dst: int, src: int, shape, kernel, stride, pad) -
     """AVG_POOL2D of an [N, H, W, C] tensor, one image at a time."""
     n, h, w, c = shape
     (kh, kw), (sh, sw) = kernel, stride
-    oh = (h + pad[0] + pad[1] - kh) // sh + 1
-    ow = (w + pad[2] + pad[3] - kw) // sw + 1
+    oh = conv_out(h, kh, pad[0], pad[1], sh)[0]
+    ow = conv_out(w, kw, pad[2], pad[3], sw)[0]
     for i in range(n):
         program.hvx("avg_pool", dst + i * oh * ow * c * FP16, src + i * h * w * c * FP16, h, w, c,
                     kh, kw, sh, sw, *pad)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from hwsim.errors import ProgramError
 from hwsim.isa import ne16 as isa
+from hwsim.shapes import conv_out
 from hwsim.targets.gap9.layout import weight_offset
 from hwsim.targets.gap9.ne16_job import BUFFER, PATCH, TP_IN, TP_OUT
 
@@ -57,11 +58,11 @@ class LayerSpec:
 
     @property
     def h_out(self) -> int:
-        return (self.h_in + self.padding[0] + self.padding[1] - self.kernel) // self.stride + 1
+        return conv_out(self.h_in, self.kernel, *self.padding[0:2], self.stride)[0]
 
     @property
     def w_out(self) -> int:
-        return (self.w_in + self.padding[2] + self.padding[3] - self.kernel) // self.stride + 1
+        return conv_out(self.w_in, self.kernel, *self.padding[2:4], self.stride)[0]
 
     @property
     def in_bytes(self) -> int:
