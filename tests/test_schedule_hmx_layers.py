@@ -64,7 +64,7 @@ def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_
     stream = WeightStream(ddr, vtcm)
     xa, ya = vtcm.alloc(x.nbytes, "x"), vtcm.alloc(conv.h_out * conv.w_out * conv.k_out * 2, "y")
     program.place("vtcm", xa, x, "x")
-    program.usr(1 << 20)
+    program.usr(infnan_propagate=1)
     program.clear_accumulators()
     layer = L.prepare(program, stream, plan, w, b, chunk_bytes)
     stream.open(program)

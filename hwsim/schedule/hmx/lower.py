@@ -124,7 +124,7 @@ class Planner:
             if unit_of(layer) == "hmx":
                 self._prepare(layer)
         p = self.program
-        p.usr(1 << 20)  # IEEE infinities and NaNs in HMX, as HVX has them
+        p.usr(infnan_propagate=1)  # IEEE infinities and NaNs in HMX, as HVX has them
         p.clear_accumulators()
         inputs = self._inputs()
         self.out_ddr = {t.name: self.ddr.alloc(t.nbytes, f"output {t.name}", VECTOR_BYTES)

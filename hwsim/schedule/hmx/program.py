@@ -124,9 +124,10 @@ class Program:
         self.images.append(Image(space, addr, np.ascontiguousarray(data), name))
 
     # -- HMX -----------------------------------------------------------------------------------
-    def usr(self, value: int) -> None:
+    def usr(self, **fields: int) -> None:
+        """``USR = ...`` with these ``isa.hmx.USR`` fields set, the others zero."""
         loc = Location("<hmx program>", self.lines + 1, 1)
-        self._add(Instr(Spec("USR", "usr", (USR,)), USR.decode(value), loc))
+        self._add(Instr(Spec("USR", "usr", (USR,)), USR.decode(USR.encode(**fields)), loc))
 
     def clear_accumulators(self) -> None:
         self.emit("Q6_mxclracc_hf")

@@ -1,9 +1,7 @@
 """The Hexagon HMX machine (V81 HMX PRM, FP16): state, semantics and timing.
 
-State is real storage: VTCM and DDR as byte arrays, the pair of accumulators (32 x 32 cells of
-the 37-bit format, ``numerics.py``) with the index of the primary one, four bias register sets
-(32 raw 64-bit words each, Figure 12), the convert state (32 x 32 cells of FP16 plus the 4 extra
-mantissa bits, section 2.3.2 and chapter 5) and USR (bits 20 and 21 modelled, Table 7).
+State is real storage: VTCM and DDR as byte arrays, and the HMX's own registers (``state.py``:
+accumulators, bias sets, convert state, USR).
 
 Semantics, one function per instruction kind (``BUILDERS``), from chapters 2-5: multiplies
 (activation plain, deep with dC + 1 contiguous croutons, single with the Y offset into a second
@@ -43,37 +41,14 @@ from typing import Any, Callable
 import numpy as np
 
 from hwsim.errors import ConfigError, HwsimError
-from hwsim.isa.hmx import (BIAS_REG, BIAS_SET_BYTES, CROUTON_BYTES, USR, VECTOR_BYTES, Instr,
-                           Multiply, check_instr, parse_program, spatial_split)
+from hwsim.isa.hmx import (BIAS_SET_BYTES, CROUTON_BYTES, USR, VECTOR_BYTES, Instr, Multiply,
+                           check_instr, parse_program, spatial_split)
 from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.targets.base import Machine
 from hwsim.targets.hmx import datapath, hvx, layouts, numerics
 from hwsim.targets.hmx.params import PARAMS
+from hwsim.targets.hmx.state import CELLS, HmxState
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
-
-CELLS = 32  # spatials and filters of an accumulator (Figure 9)
-
-
-class HmxState:
-    """The architectural state of one HMX and its USR bits."""
-
-    def __init__(self):
-        self.acc = np.zeros((2, CELLS, CELLS), dtype=np.uint64)
-        self.primary = 0
-        self.bias = np.zeros((4, CELLS), dtype=np.uint64)
-        self._fields: list = [None] * 4  # the decoded fields of a set, made when first used
-        self.cvt = np.zeros((CELLS, CELLS), dtype=np.uint32)  # FP16 << 4 | 4 extra bits
-        self.usr = 0
-
-    def set_bias(self, index: int, words: np.ndarray) -> None:
-        self.bias[index] = words
-        self._fields[index] = None
-
-    def bias_fields(self, index: int) -> dict[str, np.ndarray]:
-        if self._fields[index] is None:
-            self._fields[index] = BIAS_REG.decode_array(self.bias[index])
-        return self._fields[index]
-
 
 @dataclass
 class MpyPlan:
@@ -336,7 +311,8 @@ def _convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
         bias = state.bias_fields(sel)
         numerics.convert(state.acc[index], bias["input_bias"], bias["shape"], bias["scale"],
                          bias["output_bias"], state.cvt, m.cvt_out, m.shapes, f["fb_dest"],
-                         f["fb_op"], f["rnd"], f["ovf"], state.usr >> 20 & 1, state.usr >> 21 & 1,
+                         f["fb_op"], f["rnd"], f["ovf"], state.usr_field("infnan_propagate"),
+                         state.usr_field("nan_propagate"),
                          ebits, mbits)
 
         def commit():
