@@ -29,7 +29,8 @@ from typing import Callable
 import numpy as np
 
 from hwsim.errors import TraceSyntaxError
-from hwsim.isa.gap9 import Kernel, TensorRef
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.gap9 import Kernel
 from hwsim.targets.gap9.tcdm import core_stalls
 from hwsim.targets.routines import (Arg, Bound, In, Out, broadcast, fail, run_rescale,
                                     where)

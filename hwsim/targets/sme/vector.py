@@ -37,7 +37,8 @@ from typing import Any, Callable
 import numpy as np
 
 from hwsim.errors import TraceSyntaxError
-from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.sme_vector import DTYPES, VecOp
 from hwsim.targets.routines import (Arg, Bound, In, Out, Row, broadcast, fail, run_rescale,
                                     where)
 from hwsim.targets.routines import bind as routine_bind
