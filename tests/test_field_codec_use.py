@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REGISTER_MODULES = {
     "hwsim/targets/hmx/machine.py": (),
     "hwsim/targets/hmx/state.py": (),
+    "hwsim/targets/hmx/semantics.py": (),
     "hwsim/targets/hmx/datapath.py": ("cvt[s, c] >> 4",),   # a convert cell: FP16 << 4 | extra
     "hwsim/schedule/hmx/lower.py": ("64 << 10",),           # a size in bytes
     "hwsim/schedule/hmx/program.py": (
