@@ -11,12 +11,13 @@ import time
 class Progress:
     """A one-line progress report on stderr, shown only after a second and only on a terminal."""
 
-    def __init__(self, what: str, stream=sys.stderr):
-        self.what, self.stream = what, stream
+    def __init__(self, what: str, stream=None):
+        # stderr as it is now (a default bound at import would keep a replaced stream)
+        self.what, self.stream = what, stream or sys.stderr
         self.start = time.monotonic()
         self.last = self.start
         self.shown = False
-        self.enabled = stream.isatty()
+        self.enabled = self.stream.isatty()
 
     def __call__(self, done: int, cycle: int) -> None:
         now = time.monotonic()
