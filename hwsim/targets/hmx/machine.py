@@ -62,7 +62,7 @@ class MpyPlan:
 
 
 @dataclass
-class Step:
+class CheckedItem:
     """A checked program item and what checking derived from it (a plan, or a DMA copy)."""
 
     item: Any
@@ -91,16 +91,16 @@ class HmxMachine(Machine):
         self.buffers = datapath.MpyBuffers()
         self.cvt_out = np.empty((CELLS, CELLS), dtype=np.uint32)
 
-    def parse(self, lines) -> list[Step]:
+    def parse(self, lines) -> list[CheckedItem]:
         return [self.plan(item) for item in parse_program(lines)]
 
-    def plan(self, item) -> Step:
+    def plan(self, item) -> CheckedItem:
         """Check an item against the machine (VTCM bounds, HVX and DMA arguments)."""
-        if isinstance(item, Step):
+        if isinstance(item, CheckedItem):
             return item
         if isinstance(item, Multiply):
             check_instr(item.act)
-            return Step(item, self._plan_multiply(item))
+            return CheckedItem(item, self._plan_multiply(item))
         check_instr(item)
         kind, f = item.kind, item.fields
         if kind not in BUILDERS:
@@ -115,12 +115,12 @@ class HmxMachine(Machine):
             plan = hvx.PLANS[item.spec.name](f)
             for addr, nbytes in plan.reads + plan.writes:
                 self._in_vtcm(item, addr, nbytes, 0)
-            return Step(item, plan)
+            return CheckedItem(item, plan)
         elif kind == "dma":
-            return Step(item, self._plan_dma(item))
+            return CheckedItem(item, self._plan_dma(item))
         elif kind == "usr":
-            return Step(item, USR.encode(**f))
-        return Step(item)
+            return CheckedItem(item, USR.encode(**f))
+        return CheckedItem(item)
 
     def _in_vtcm(self, item, addr: int, nbytes: int, arg: int, what: str = "") -> None:
         try:

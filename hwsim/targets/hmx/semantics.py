@@ -46,7 +46,7 @@ class Emit:
     the issue state, and where its action goes (None: no actions wanted)."""
 
     index: int
-    step: Any               # machine.Step
+    step: Any               # machine.CheckedItem
     issue: Issue
     actions: dict | None
 
