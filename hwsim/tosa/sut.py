@@ -37,6 +37,7 @@ from hwsim.tosa.loaders import load_graph
 from hwsim.tosa.reference import ReferenceError, graph_inputs, save_npy
 from hwsim.tosa.reference import run_graph as run_reference
 
+
 @dataclass(frozen=True)
 class Target:
     name: str
