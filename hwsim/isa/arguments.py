@@ -53,18 +53,19 @@ def keywords(toks: list[Token]) -> dict[str, tuple[Location, Location, str]]:
     return out
 
 
-def parse_value(tok: Token, spaces: tuple, dtypes):
+def parse_value(tok: Token, spaces: tuple, dtypes, floats: bool = True):
     """``tok``'s text as an argument value: tensor (in one of ``spaces``, of one of ``dtypes``),
-    list of numbers, number or word."""
+    list of numbers, number or word. Without ``floats`` (a machine whose routines take none),
+    ``1.5`` or ``nan`` is a word."""
     text = tok.text
     if ":" in text:
         return _tensor(tok, spaces, dtypes)
     if "," in text:
-        items = tuple(_number(v) for v in text.split(","))
+        items = tuple(_number(v, floats) for v in text.split(","))
         if any(isinstance(v, str) for v in items):
             raise TraceSyntaxError(tok.loc, f"list: expected numbers, found {text!r}")
         return items
-    return _number(text)
+    return _number(text, floats)
 
 
 def _tensor(tok: Token, spaces: tuple, dtypes) -> TensorRef:
@@ -81,11 +82,12 @@ def _tensor(tok: Token, spaces: tuple, dtypes) -> TensorRef:
     return TensorRef(parts[0], parse_int(parts[1], tok.loc, "tensor address"), parts[2], dims)
 
 
-def _number(text: str):
+def _number(text: str, floats: bool):
     try:
         return int(text.replace("_", ""), 0)
     except ValueError:
-        pass
+        if not floats:
+            return text
     try:
         return float(text)
     except ValueError:

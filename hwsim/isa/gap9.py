@@ -110,7 +110,7 @@ def _address(tok: Token, what: str) -> tuple[str, int]:
 
 def _value(loc: Location, text: str):
     """A kernel argument or register field value (``hwsim.isa.arguments``)."""
-    return parse_value(Token(text, loc), SPACES, DTYPES)
+    return parse_value(Token(text, loc), SPACES, DTYPES, floats=False)
 
 
 def _parse_dma(toks: list[Token], loc: Location):
