@@ -20,7 +20,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "hwsim"
 
 # Lowest first; a module may import its own layer and those below. A module belongs to the
-# layer of the longest prefix that names it (``*.cli`` modules are all commands).
+# layer of the longest prefix that names it (``*.cli`` modules are all commands); "hwsim" is the
+# package's own __init__ (the Python API), so a new top-level module must be given a layer.
 LAYERS = (
     ("basics", ("hwsim.errors", "hwsim.version", "hwsim.shapes", "hwsim.tosa_int")),
     ("input", ("hwsim.isa", "hwsim.traces")),
@@ -87,7 +88,8 @@ def layer(module: str) -> int:
     best, rank = -1, None
     for i, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+            inside = module.startswith(prefix + ".") and prefix != "hwsim"   # the root: itself
+            if (module == prefix or inside) and len(prefix) > best:
                 best, rank = len(prefix), i
     if module.endswith(".cli"):
         return len(LAYERS) - 1
