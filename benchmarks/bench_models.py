@@ -4,7 +4,7 @@
                                                   [--models resnet8_int8]
 
 For each target with a scheduler and each model and numeric mode it supports (``CASES``: GAP9
-the four int8 MLPerf Tiny models (``common.MODELS``) in both modes; HMX the FP32 ones in its
+the four int8 MLPerf Tiny models (``common.MODELS``) in its three modes; HMX the FP32 ones in its
 FP16 mode and the four int8 ones in its dequantise mode; SME the int8 ones through SMOPA and
 the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` picks modes):
 
@@ -58,7 +58,7 @@ from common import MLPERF_TINY, MODELS, median  # noqa: E402
 
 # target -> (model file stem, synthetic stand-in, its dtype, numeric mode or None: the default)
 CASES = {
-    "gap9": [(name, synthetic, "int8", mode) for mode in ("exact", "ne16")
+    "gap9": [(name, synthetic, "int8", mode) for mode in ("exact", "ne16", "cluster")
              for name, synthetic in MLPERF_TINY.items()],
     "hmx": [("resnet8_fp32", "resnet8", "fp32", None), ("ad01_fp32", "autoencoder", "fp32", None),
             ("ds_cnn fp32", "ds_cnn", "fp32", None),

@@ -10,8 +10,7 @@
 """
 
 from hwsim.targets import machine, targets
-
-__version__ = "0.1.0"
+from hwsim.version import __version__
 
 
 def load_graph(model, batch: int = 1):

@@ -15,12 +15,12 @@ import logging
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
-import hwsim
+from hwsim.cli_shared import Progress, add_engine, param_overrides
 from hwsim.errors import ConfigError, HwsimError, clip
 from hwsim.targets import machine_class, targets
+from hwsim.version import __version__
 
 INTERNAL_ERROR = 3
 
@@ -33,57 +33,8 @@ def _terminate(signum, frame):
     raise Terminated
 
 
-class Progress:
-    """A one-line progress report on stderr, shown only after a second and only on a terminal."""
-
-    def __init__(self, what: str, stream=sys.stderr):
-        self.what, self.stream = what, stream
-        self.start = time.monotonic()
-        self.last = self.start
-        self.shown = False
-        self.enabled = stream.isatty()
-
-    def __call__(self, done: int, cycle: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self.start < 1.0 or now - self.last < 0.2:
-            return
-        self.last, self.shown = now, True
-        self.stream.write(f"\r{self.what}: {done:,} ops issued, cycle {cycle:,}, "
-                          f"{now - self.start:.1f} s ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\r" + " " * 78 + "\r")
-            self.stream.flush()
-
-
-def param_overrides(args) -> dict[str, str]:
-    from hwsim.timing.params import parse_assignment, read_toml
-    overrides: dict[str, object] = read_toml(args.params) if args.params else {}
-    for text in args.param or ():
-        key, value = parse_assignment(text)
-        overrides[key] = value
-    return overrides
-
-
-def split_overrides(cls, overrides: dict) -> tuple[dict, dict]:
-    """(arch, timing) overrides, each checked against the machine's table."""
-    table = cls.PARAMS.defaults()
-    table.update(overrides, origin="command line")
-    kinds = {row.name: row.kind for row, _, _ in table.rows()}
-    arch = {k: v for k, v in overrides.items() if kinds[k] == "arch"}
-    return arch, {k: v for k, v in overrides.items() if kinds[k] != "arch"}
-
-
-def add_engine(parser: argparse.ArgumentParser) -> None:
-    from hwsim.targets.base import ENGINES
-    parser.add_argument("--engine", choices=ENGINES, default=None,
-                        help="timing engine: compiled (default, fast) or simpy (the reference "
-                             "twin; identical results)")
-
-
 def cmd_run(args) -> int:
+    from hwsim.results import summary_text, write_json, write_timeline
     from hwsim.traces.files import check_output
     from hwsim.traces.reader import read_trace
     if args.target:
@@ -102,7 +53,7 @@ def cmd_run(args) -> int:
         raise ConfigError(f"{args.trace}: no target; add '.target NAME' to the trace or pass "
                           f"--target ({', '.join(targets())})")
     cls = machine_class(name)
-    arch, timing = split_overrides(cls, param_overrides(args))
+    arch, timing = cls.PARAMS.split(param_overrides(args))
     for directive in trace.params:
         key, value = directive.args
         if key.text in cls.PARAMS.rows and cls.PARAMS.rows[key.text].kind == "arch":
@@ -113,14 +64,14 @@ def cmd_run(args) -> int:
         result = machine.run(trace, params=timing, progress=progress, engine=args.engine)
     finally:
         progress.close()
-    print(result.summary())
+    print(summary_text(result))
     passed = [check["message"] for check in result.stats["expects"] if not check["differ"]]
     if passed:
         print("\n" + "\n".join(passed))
     if args.json:
-        result.write_json(args.json)
+        write_json(result, args.json)
     if args.timeline:
-        result.write_timeline(args.timeline)
+        write_timeline(result, args.timeline)
     return 1 if result.expect_failures else 0
 
 
@@ -146,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hwsim", description="Cycle-approximate simulator of ML matrix engines "
                                   "(Hexagon HMX, Arm SME, GAP9 NE16).")
-    parser.add_argument("--version", action="version", version=f"hwsim {hwsim.__version__}")
+    parser.add_argument("--version", action="version", version=f"hwsim {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 import hwsim
-from hwsim.isa.gap9 import Program, TensorRef
-from hwsim.targets.gap9 import kernel_ops, tosa_int
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.gap9 import Program
+from hwsim.tosa_int import helpers as tosa_int
+from hwsim.tosa_int import operators as kernel_ops
 from tests.gap9_tosa_ref import Graph
 
 L1 = 0x10000000

@@ -9,6 +9,7 @@ import pytest
 import hwsim
 from hwsim.errors import ProgramError, TraceSyntaxError
 from hwsim.isa import gap9 as prog
+from hwsim.isa.arguments import TensorRef
 from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.targets.gap9.tcdm import core_stalls, core_stalls_np
 
@@ -40,8 +41,8 @@ barrier"""
     built.dma_wait(0, 1)
     built.ne16_job({"CONFIG0": {"filter_mode": "1x1", "weight_bits_m1": 3, "quant": 1},
                     "WEIGHT_OFFSET": -8}, wait=True)
-    in_t = prog.TensorRef("l1", L1, "i8", (4, 16))
-    out_t = prog.TensorRef("l1", L1 + 0x400, "i8", (4, 16))
+    in_t = TensorRef("l1", L1, "i8", (4, 16))
+    out_t = TensorRef("l1", L1 + 0x400, "i8", (4, 16))
     built.cluster("clamp", **{"in": in_t, "out": out_t, "min": -3, "max": 9})
     built.barrier()
     assert [type(i) for i in parsed] == [type(i) for i in built]
@@ -207,7 +208,7 @@ def test_every_parameter_is_read_and_has_a_source():
 
 
 def _t(offset, dtype, *shape):
-    return prog.TensorRef("l1", L1 + offset, dtype, shape)
+    return TensorRef("l1", L1 + offset, dtype, shape)
 
 
 KERNEL_RUNS = [

@@ -6,6 +6,7 @@ import pytest
 
 import hwsim
 from hwsim.errors import Location
+from hwsim.isa.hmx import USR
 from hwsim.targets.hmx import datapath as D
 from hwsim.targets.hmx import numerics as N
 
@@ -81,7 +82,7 @@ def test_weights_decoded_once_are_decoded_again_when_they_change():
         for index, wgt in zip([0, 1], D.wgt_matrices(vtcm, plan)):
             want = np.zeros((32, 32), dtype=np.uint64)
             N.multiply_twin(D.act_matrix(vtcm, plan), wgt, want, plan.negate,
-                            m.state.usr >> 20 & 1, *m.acc_format, m.acc_round_group)
+                            m.state.usr_field("infnan_propagate"), *m.acc_format, m.acc_round_group)
             assert (m.buffers.acc[index] == want).all()
     check()
     check()  # the same weights again
@@ -90,5 +91,5 @@ def test_weights_decoded_once_are_decoded_again_when_they_change():
     check()
     vtcm.write(0x10000, np.uint16([0x7C00]))  # with USR[20] = 0: 2^16, a finite value
     check()
-    m.state.usr = 1 << 20  # the same bits, now +Inf
+    m.state.usr = USR.encode(infnan_propagate=1)  # the same bits, now +Inf
     check()

@@ -174,7 +174,7 @@ def test_an_internal_error_has_its_own_status_and_asks_for_a_report(capsys, monk
 SLOW_WRITE = """
 import sys, time
 from pathlib import Path
-import hwsim.traces.chrome as chrome
+import hwsim.results.chrome as chrome
 marker = Path(sys.argv[1])
 dump = chrome.json.dumps
 def slow(*args, **kwargs):

@@ -13,7 +13,7 @@ import pytest
 
 import hwsim
 from hwsim.isa import gap9 as prog
-from hwsim.isa.gap9 import TensorRef
+from hwsim.isa.arguments import TensorRef
 from hwsim.schedule import lowering, prepare
 from hwsim.schedule.gap9.text import text
 from hwsim.schedule.lowering import Placement, group

@@ -20,7 +20,7 @@ from hwsim.isa.hmx import spatial_split
 from hwsim.schedule.hmx import conv as C
 from hwsim.schedule.hmx import layer as L
 from hwsim.schedule.hmx import vector as V
-from hwsim.schedule.hmx.program import Arena, Program, WeightStream, spatial_offset, tile_mask
+from hwsim.schedule.hmx.program import Arena, HmxProgram, WeightStream, spatial_offset, tile_mask
 
 VTCM_BASE, DDR_BASE = 0, 0x8000_0000
 
@@ -59,12 +59,12 @@ def run_conv(conv: C.Conv, plan: C.ConvPlan | None = None, seed: int = 0, chunk_
     b = rng.standard_normal(conv.k_out).astype(np.float32)
     m = hwsim.machine("hmx")
     plan = plan or C.choose(conv, m.params.as_dict())
-    program = Program()
+    program = HmxProgram()
     vtcm, ddr = Arena("vtcm", VTCM_BASE, 8 << 20), Arena("ddr", DDR_BASE, 64 << 20)
     stream = WeightStream(ddr, vtcm)
     xa, ya = vtcm.alloc(x.nbytes, "x"), vtcm.alloc(conv.h_out * conv.w_out * conv.k_out * 2, "y")
     program.place("vtcm", xa, x, "x")
-    program.usr(1 << 20)
+    program.usr(infnan_propagate=1)
     program.clear_accumulators()
     layer = L.prepare(program, stream, plan, w, b, chunk_bytes)
     stream.open(program)
@@ -157,7 +157,7 @@ def test_choose_prefers_the_less_busy_plan():
 
 def run_hvx(emit, inputs, out_shape, out_dtype=np.float16):
     """Place ``inputs`` (arrays) in VTCM, emit with their addresses, return the output."""
-    m, program, vtcm = hwsim.machine("hmx"), Program(), Arena("vtcm", VTCM_BASE, 8 << 20)
+    m, program, vtcm = hwsim.machine("hmx"), HmxProgram(), Arena("vtcm", VTCM_BASE, 8 << 20)
     addrs = []
     for array in inputs:
         addrs.append(vtcm.alloc(array.nbytes, "in", 128))

@@ -60,7 +60,7 @@ def test_compiled_program_reruns_with_the_same_cycles(tmp_path):
     result = machine.run(trace)
     assert result.cycles == report.cycles
     out = graph.outputs[0]
-    lowered = prepare(graph, "hmx")[7]
+    lowered = prepare(graph, "hmx").lowered
     place = lowered.outputs[out.name]
     got = place.decode(machine.memory("ddr").read(place.addr, place.nbytes))
     assert (got == report.outputs[out.name]).all()

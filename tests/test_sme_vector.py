@@ -7,7 +7,8 @@ import pytest
 import hwsim
 from hwsim.errors import TraceSyntaxError
 from hwsim.isa import sme
-from hwsim.isa.sme_vector import TensorRef, VecOp, parse_line
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.sme_vector import VecOp, parse_line
 from hwsim.errors import Location
 from hwsim.targets.sme import layouts
 from hwsim.targets.sme.vector import ROUTINES
@@ -20,7 +21,8 @@ def test_a_line_prints_back_to_itself():
             "mult=mem:0x3000:i32:16 shift=mem:0x3040:i8:16 in_zp=0 out_zp=-128 rounding=double")
     op = parse_line(text, Location("t", 1, 1))
     assert str(op) == text
-    assert op.args["in"] == TensorRef(0x1000, "i32", (1, 4, 4, 16)) and op.args["out_zp"] == -128
+    assert op.args["in"] == TensorRef("mem", 0x1000, "i32", (1, 4, 4, 16))
+    assert op.args["out_zp"] == -128
     clamp = parse_line("vec clamp in=mem:0:f32:16 out=mem:64:f32:16 min=0.0 max=inf",
                        Location())
     assert clamp.args["max"] == float("inf") and str(parse_line(str(clamp), Location())) == \
@@ -156,7 +158,7 @@ def test_every_routine_has_a_cost_parameter_and_arguments():
 def test_a_python_program_takes_vec_ops():
     m = hwsim.machine("sme")
     m.memory("mem").write(0, np.int8([5, -7, 3, 100]))
-    op = VecOp("clamp", {"in": TensorRef(0, "i8", (4,)), "out": TensorRef(64, "i8", (4,)),
-                         "min": -5, "max": 5})
+    op = VecOp("clamp", {"in": TensorRef("mem", 0, "i8", (4,)),
+                         "out": TensorRef("mem", 64, "i8", (4,)), "min": -5, "max": 5})
     m.run([*sme.assemble_program("smstart"), op])
     assert list(m.memory("mem").read(64, 4).view(np.int8)) == [5, -5, 3, 5]

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 
 from hwsim.tosa.builder import GraphBuilder
+from hwsim.tosa.compliance import (DotProductRule, abs_error_bound, calc_abs_error_bound,
+                                   check_cast_fp, check_dot_product, check_fp, check_fp_bnd,
+                                   reference_ulp, ulp_error)
 from hwsim.tosa.dtypes import dtype
 from hwsim.tosa.judge import judge, judge_layer, statistics
 from hwsim.tosa.models import model, sample_input
-from hwsim.tosa.numerics import (DotProductRule, abs_error_bound, calc_abs_error_bound,
-                                 check_cast_fp,
-                                 check_dot_product, check_fp, check_fp_bnd, reference_ulp,
-                                 ulp_error)
 from hwsim.tosa.reference import goldens
 
 FP32, FP16, BF16, E4M3 = (dtype(n) for n in ("fp32", "fp16", "bf16", "fp8e4m3"))

@@ -76,7 +76,7 @@ def test_dot_product_check_agrees_with_tosa_verify(tests_dir, tmp_path):
     from hwsim.tosa import load_graph
     from hwsim.tosa.dtypes import dtype
     from hwsim.tosa.judge import dot_product_shape
-    from hwsim.tosa.numerics import DotProductRule, check_dot_product
+    from hwsim.tosa.compliance import DotProductRule, check_dot_product
     from hwsim.tosa.reference import reference_fp64
     from hwsim.tosa.schema import tool
 

@@ -32,28 +32,11 @@ from dataclasses import dataclass, field
 
 from hwsim.errors import EncodingError, Location, TraceSyntaxError
 from hwsim.isa import ne16
+from hwsim.isa.arguments import keywords, parse_value
 from hwsim.traces.reader import Token, parse_int, tokens, unknown_directive
 
 DTYPES = ("i8", "u8", "i16", "u16", "i32")
 SPACES = ("l1", "l2", "mram", "l3")
-
-
-@dataclass(frozen=True)
-class TensorRef:
-    space: str
-    addr: int
-    dtype: str
-    shape: tuple
-
-    @property
-    def nbytes(self) -> int:
-        count = 1
-        for d in self.shape:
-            count *= d
-        return count * int(self.dtype[1:]) // 8
-
-    def __str__(self) -> str:
-        return f"{self.space}:{self.addr:#x}:{self.dtype}:{'x'.join(map(str, self.shape))}"
 
 
 @dataclass
@@ -133,39 +116,9 @@ def _address(tok: Token, what: str) -> tuple[str, int]:
     return space, parse_int(addr, tok.loc, f"{what} address")
 
 
-def parse_value(tok: Token, text: str):
-    """A kernel argument value: tensor, integer list, integer, or word."""
-    if ":" in text:
-        parts = text.split(":")
-        if len(parts) != 4:
-            raise TraceSyntaxError(tok.loc, f"tensor: expected SPACE:ADDR:DTYPE:SHAPE, found "
-                                            f"{text!r}")
-        space, addr, dtype, shape = parts
-        if space not in SPACES or dtype not in DTYPES:
-            raise TraceSyntaxError(tok.loc, f"tensor {text!r}: expected space in "
-                                            f"{', '.join(SPACES)} and dtype in {', '.join(DTYPES)}")
-        dims = tuple(parse_int(d, tok.loc, "tensor dimension") for d in shape.split("x"))
-        if any(d < 1 for d in dims):
-            raise TraceSyntaxError(tok.loc, f"tensor {text!r}: dimensions must be >= 1")
-        return TensorRef(space, parse_int(addr, tok.loc, "tensor address"), dtype, dims)
-    if "," in text:
-        return tuple(parse_int(v, tok.loc, "list element") for v in text.split(","))
-    try:
-        return int(text.replace("_", ""), 0)
-    except ValueError:
-        return text            # a word: a symbol such as 1x1, or a mode such as double
-
-
-def _keywords(toks: list[Token]) -> dict[str, tuple[Token, str]]:
-    out = {}
-    for tok in toks:
-        key, sep, value = tok.text.partition("=")
-        if not sep or not key or not value:
-            raise TraceSyntaxError(tok.loc, f"expected name=value, found {tok.text!r}")
-        if key in out:
-            raise TraceSyntaxError(tok.loc, f"argument {key} given twice")
-        out[key] = (tok.loc.at(tok.loc.column + len(key) + 1), value)
-    return out
+def _value(loc: Location, text: str):
+    """A kernel argument or register field value (``hwsim.isa.arguments``)."""
+    return parse_value(Token(text, loc), SPACES, DTYPES, floats=False)
 
 
 def _parse_dma(toks: list[Token], loc: Location):
@@ -177,13 +130,13 @@ def _parse_dma(toks: list[Token], loc: Location):
     src, src_addr = _address(toks[1], "dma source")
     dst, dst_addr = _address(toks[3], "dma destination")
     row_bytes = _int(toks[4], "NBYTES")
-    opts = _keywords(toks[5:])
+    opts = keywords(toks[5:])
     known = {"rows", "src_stride", "dst_stride"}
-    for key, (kloc, _) in opts.items():
+    for key, (_, kloc, _) in opts.items():
         if key not in known:
             raise TraceSyntaxError(kloc, f"dma: unknown option {key!r}; expected "
                                          f"{', '.join(sorted(known))}")
-    vals = {k: parse_int(v, kloc, k) for k, (kloc, v) in opts.items()}
+    vals = {k: parse_int(v, kloc, k) for k, (_, kloc, v) in opts.items()}
     if row_bytes <= 0 or vals.get("rows", 1) <= 0:
         raise TraceSyntaxError(toks[4].loc, "dma: NBYTES and rows must be positive")
     return DmaCopy(src, src_addr, dst, dst_addr, row_bytes, vals.get("rows", 1),
@@ -215,7 +168,7 @@ def _parse_ne16(toks: list[Token], loc: Location):
             return Ne16Write(reg.name, ne16.word(value), loc)
         except EncodingError as exc:
             raise TraceSyntaxError(toks[2].loc, str(exc)) from None
-    fields = {k: parse_value(Token(v, kloc), v) for k, (kloc, v) in _keywords(toks[2:]).items()}
+    fields = {k: _value(kloc, v) for k, (_, kloc, v) in keywords(toks[2:]).items()}
     try:
         return Ne16Write(reg.name, ne16.encode_fields(reg, fields), loc)
     except EncodingError as exc:
@@ -237,9 +190,9 @@ def parse_line(text: str, loc: Location):
     if op == "cluster":
         if len(toks) < 2:
             raise TraceSyntaxError(loc, "cluster: expected a kernel name")
-        words = _keywords(toks[2:])
-        args = {k: parse_value(Token(v, kloc), v) for k, (kloc, v) in words.items()}
-        return Kernel(toks[1].text, args, loc, {k: kloc for k, (kloc, _) in words.items()})
+        words = keywords(toks[2:])
+        args = {k: _value(kloc, v) for k, (_, kloc, v) in words.items()}
+        return Kernel(toks[1].text, args, loc, {k: kloc for k, (_, kloc, _) in words.items()})
     if op == "barrier" and len(toks) == 1:
         return Barrier(loc)
     if op == "layer" and len(toks) == 1:

@@ -16,6 +16,7 @@ import gc
 import importlib
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -65,10 +66,9 @@ def _inputs(graph: Graph, inputs) -> dict:
 
 def _machine(low: Lowering, overrides: dict):
     """A fresh machine with the architectural overrides, and the run's timing parameters."""
-    from hwsim.cli import split_overrides
     from hwsim.targets import machine_class
     cls = machine_class(low.target)
-    arch, timing = split_overrides(cls, dict(overrides))
+    arch, timing = cls.PARAMS.split(dict(overrides))
     return cls(**arch), {**low.machine_params, **timing}
 
 
@@ -95,10 +95,23 @@ def _no_cycle_collection():
             gc.enable()
 
 
+class Prepared(NamedTuple):
+    """A model loaded, checked, fused and lowered, ready to run (``prepare``)."""
+
+    graph: Graph            # as lowered (after the lowering's rewrite)
+    name: str               # the model's name (its file name)
+    lowering: Lowering
+    options: object         # the lowering's options (mode, weight bits, machine parameters)
+    machine: object         # a fresh machine with the architectural overrides
+    run_params: dict        # the run's timing parameters
+    layers: list
+    lowered: Lowered
+
+
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
-            params: dict | None = None, numerics: bool = True, cache: dict | None = None):
-    """Load, check, fuse and lower: (graph, name, lowering, options, machine, run parameters,
-    layers, lowered program). ``cache``: see ``estimate``."""
+            params: dict | None = None, numerics: bool = True,
+            cache: dict | None = None) -> Prepared:
+    """Load, check, fuse and lower. ``cache``: see ``estimate``."""
     if cache is not None and (numerics or not isinstance(model, Graph)):
         # a program may hold the memories of the machine it was lowered for (HMX's DMA
         # copies): only a timing-only run, which moves no data, can reuse it on a fresh machine
@@ -115,7 +128,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
                  if row.kind == "arch"))
     if cache is not None and key in cache:
         graph, layers, lowered = cache[key]
-        return graph, name, low, options, machine, run_params, layers, lowered
+        return Prepared(graph, name, low, options, machine, run_params, layers, lowered)
     rewritten = low.rewrite(graph, options)
     graph = rewritten.graph
     layers = low.layers(graph, options)
@@ -127,7 +140,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
                 layer.index, [])
     if cache is not None:
         cache[key] = graph, layers, lowered
-    return graph, name, low, options, machine, run_params, layers, lowered
+    return Prepared(graph, name, low, options, machine, run_params, layers, lowered)
 
 
 def _feeds(graph: Graph, lowered: Lowered, inputs) -> dict:
@@ -174,11 +187,12 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     start = time.perf_counter()
     stats = attribute(sim.result, lowered, low, len(layers))
     rows = [_row(layer, stats["layers"][layer.index], lowered) for layer in layers]
-    report = Report(name or model_name, low.target, options.mode,
-                    low.stored_weight_bits(graph, options),
-                    sim.result.clock_hz, sim.result.cycles, rows, stats["totals"],
-                    *_configuration(machine, low, options.params), _outputs(lowered, sim),
-                    numerics=numerics, result=sim.result)
+    values, origins = _configuration(machine, low, options.params)
+    report = Report(model=name or model_name, target=low.target, mode=options.mode,
+                    weight_bits=low.stored_weight_bits(graph, options),
+                    clock_hz=sim.result.clock_hz, cycles=sim.result.cycles, layers=rows,
+                    totals=stats["totals"], params=values, param_origins=origins,
+                    outputs=_outputs(lowered, sim), numerics=numerics, result=sim.result)
     wall["attribute"] = time.perf_counter() - start
     if check:
         start = time.perf_counter()
@@ -202,11 +216,13 @@ def _outputs(lowered: Lowered, sim) -> dict:
 
 
 def _row(layer, stats: dict, lowered: Lowered) -> LayerRow:
-    return LayerRow(layer.index, layer.name, layer.kind, layer.output.shape,
-                    lowered.units.get(layer.index, ()), stats["cycles"], stats["span"],
-                    layer.macs, stats["peak"], stats["bytes"], stats["compute"],
-                    stats["movement"], stats["bound"], stats["overlap"], stats["split"],
-                    lowered.notes.get(layer.index, []))
+    return LayerRow(index=layer.index, name=layer.name, kind=layer.kind,
+                    shape=layer.output.shape, units=lowered.units.get(layer.index, ()),
+                    cycles=stats["cycles"], span=stats["span"], macs=layer.macs,
+                    peak_macs_per_cycle=stats["peak"], bytes=stats["bytes"],
+                    compute_cycles=stats["compute"], movement_cycles=stats["movement"],
+                    bound=stats["bound"], overlap=stats["overlap"], split=stats["split"],
+                    notes=lowered.notes.get(layer.index, []))
 
 
 def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
@@ -227,5 +243,5 @@ def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
                        feeds, expected, {**options.params, **run_params})
 
 
-__all__ = ["estimate", "compile_model", "prepare", "lowering", "Report", "Lowering",
+__all__ = ["estimate", "compile_model", "prepare", "Prepared", "lowering", "Report", "Lowering",
            "ScheduleError", "LOWERINGS"]

@@ -32,12 +32,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.schedule import requantise
+from hwsim.schedule.goldens import goldens
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge, statistics
-from hwsim.tosa.reference import ReferenceError, run_graph
+from hwsim.tosa.reference import ReferenceError
 from hwsim.tosa.reference import goldens as every_tensor
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
@@ -48,51 +49,6 @@ class Check:
     layers: dict            # layer index -> Verdict
     outputs: dict           # graph output name -> Verdict
     golden_outputs: dict    # graph output name -> reference values
-
-
-def _copy(layer, tag: str) -> tuple[list, list, str]:
-    """The layer's operators with their non-constant tensors renamed ``tag:name``: (operators,
-    new input tensors, output name)."""
-    renamed: dict[str, Tensor] = {}
-
-    def tensor(t: Tensor) -> Tensor:
-        if t.is_const:
-            return t
-        if t.name not in renamed:
-            renamed[t.name] = Tensor(f"{tag}:{t.name}", t.shape, t.dtype)
-        return renamed[t.name]
-
-    ops = [Operator(op.op, [tensor(t) for t in op.inputs], [tensor(t) for t in op.outputs],
-                    op.attrs) for op in layer.ops]
-    inputs = [renamed[t.name] for t in layer.inputs]
-    return ops, inputs, renamed[layer.output.name].name
-
-
-def goldens(layers: list, feeds: dict) -> dict:
-    """The reference output of each layer on its given inputs (``feeds[index][name]``), from
-    one reference run of a graph holding a copy of each layer; a layer the reference rejects
-    gets its ReferenceError instead."""
-    ops, inputs, outputs, values, which = [], [], [], [], {}
-    for layer in layers:
-        layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}")
-        ops += layer_ops
-        inputs += layer_inputs
-        values += [feeds[layer.index][t.name] for t in layer.inputs]
-        which[out] = layer.index
-    outputs = [t for op in ops for t in op.outputs if t.name in which]
-    try:
-        found = run_graph(Graph(ops, inputs, outputs, "layers"), values)
-        return {which[name]: value for name, value in found.items()}
-    except ReferenceError:
-        if len(layers) == 1:
-            raise
-    out = {}
-    for layer in layers:                       # find the layer the reference rejects
-        try:
-            out.update(goldens([layer], feeds))
-        except ReferenceError as exc:
-            out[layer.index] = exc
-    return out
 
 
 def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:

@@ -40,7 +40,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from hwsim.cli import add_engine
+    from hwsim.cli_shared import add_engine
     est = sub.add_parser("estimate", help="lower a model onto a machine and report per layer",
                          description="Lower a TOSA model onto a machine, simulate it, and "
                                      "report cycles, MACs, bytes per memory level, bound and "
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _prepare(args):
-    from hwsim.cli import param_overrides
+    from hwsim.cli_shared import param_overrides
     from hwsim.tosa import load_graph
     graph = load_graph(args.model, batch=args.batch)
     inputs = None
@@ -81,7 +81,7 @@ def _prepare(args):
 
 
 def cmd_estimate(args) -> int:
-    from hwsim.cli import Progress
+    from hwsim.cli_shared import Progress
     from hwsim.schedule import estimate
     from hwsim.traces.files import STANDARD_OUTPUT, atomic_write_text, check_output
     for option, path in (("-o", args.output), ("--timeline", args.timeline),

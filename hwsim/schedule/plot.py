@@ -105,6 +105,7 @@ def _roofline(ax, report, roofs: dict) -> None:
 
 def write_timeline(report, path) -> None:
     """The run's Perfetto timeline plus one async slice per layer (its span)."""
+    from hwsim.results.chrome import write_chrome
     spans = [(f"{r.index} {r.kind}", r.span[0], r.span[1] - r.span[0],
               {"cycles": round(r.cycles), "bound": r.bound}) for r in report.layers if r.span]
-    report.result.write_timeline(path, spans)
+    write_chrome(report.result, path, spans)

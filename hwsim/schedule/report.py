@@ -6,7 +6,7 @@ Columns (see ``hwsim.schedule.run`` for how each is attributed from one simulati
 layer uses), bytes through each memory level, ``bound`` (compute or memory: which of its compute
 and its data-movement cycles is larger), ``overlap`` (share of its data movement hidden behind
 compute), and with ``--check`` the verdict against the TOSA reference (its type, status,
-max error and unit: LSB for integers, ULP for floats, ``hwsim.tosa.numerics.ulp_error``),
+max error and unit: LSB for integers, ULP for floats, ``hwsim.tosa.compliance.ulp_error``),
 led by the verdict that matters most: against the integer model, then as the machine's
 narrower compute type, then in the graph's own type (``Verdict.brief``).
 """

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from hwsim.schedule.goldens import goldens
 from hwsim.schedule.lowering import Layer, Rewritten
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge
-
 
 JUDGED = ("int8", "int16")
 
@@ -61,7 +61,6 @@ def layer_ops(source: Graph, name: str, available: set) -> list[Operator]:
 
 def verdicts(rewritten: Rewritten, layers: list, values: dict, inputs: dict) -> dict:
     """Layer index -> the verdict on its output as integers (module docstring)."""
-    from hwsim.schedule.check import goldens
     source = rewritten.source
     produced = {t.name for op in source for t in op.outputs}
     known = {layer.output.name: layer.index for layer in layers

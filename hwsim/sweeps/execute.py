@@ -129,16 +129,16 @@ def _connect(Client, address: str):
         except TimeoutError:
             raise ConfigError(f"scheduler {address}: no worker joined within "
                               f"{WORKER_WAIT_S} s") from None
-        import hwsim
+        from hwsim.version import __version__
         try:
             versions = client.run(hwsim_version)
         except Exception as exc:
             raise ConfigError(f"scheduler {address}: a worker cannot run hwsim: "
                               f"{type(exc).__name__}: {exc}") from None
         for worker, version in versions.items():
-            if version != hwsim.__version__:
+            if version != __version__:
                 raise ConfigError(f"scheduler {address}: worker {worker} runs hwsim {version}, "
-                                  f"this is {hwsim.__version__}")
+                                  f"this is {__version__}")
         yield client
     finally:
         client.close()

@@ -58,7 +58,7 @@ class Point:
     def key(self) -> str:
         """A stable name for the point's results: the same point in any later run of the same
         hwsim version has it."""
-        from hwsim import __version__
+        from hwsim.version import __version__
         ident = [__version__, self.model.sha256, self.target, self.mode, self.weight_bits,
                  self.numerics, sorted(self.machine_params.items())]
         return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:24]

@@ -28,11 +28,11 @@ _LOCK = threading.Lock()
 def run_point(point) -> dict:
     """The point's record (``status`` ok or error with a one-line ``error``): totals, bytes
     per memory level, one row per layer, and the wall time on the worker."""
-    import hwsim
+    from hwsim.schedule import estimate
     start = time.perf_counter()
     try:
         with _LOCK:
-            report = hwsim.estimate(
+            report = estimate(
                 _graph(point.model), point.target, mode=point.mode,
                 weight_bits=point.weight_bits, params=point.machine_params,
                 numerics=point.numerics, check=False, name=point.model.text,
@@ -82,5 +82,5 @@ def _layer(row) -> dict:
 
 def hwsim_version() -> str:
     """Run on every worker before a sweep: the workers must import the same hwsim."""
-    import hwsim
-    return hwsim.__version__
+    from hwsim.version import __version__
+    return __version__

@@ -1,14 +1,16 @@
 """Tables of routines that a trace calls by name with named arguments (GAP9's ``cluster``
-kernels, SME's ``vec`` routines): how a row declares its arguments, and the checks of one
-call's arguments against its row. Each machine keeps its own table and its own checks of
-where tensors may live and what shapes come out."""
+kernels, SME's ``vec`` routines): how a row declares its arguments and its shape rule, the
+checks of one call against its row (``bind``), and the semantics both tables share
+(``run_rescale``). Each machine keeps its own table, its costs, and says where tensors may
+live."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, NoReturn
 
-from hwsim.errors import ProgramError, TraceSyntaxError
+from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
+from hwsim.tosa_int import helpers as ti
 
 REQUIRED = object()
 
@@ -19,6 +21,33 @@ class Arg:
     default: Any = REQUIRED
     dtypes: tuple = ()          # tensors: allowed dtypes (empty: any)
     choices: tuple = ()         # words: allowed values
+
+
+@dataclass(frozen=True)
+class Row:
+    """A routine of a table: its arguments once, its shape rule and its semantics. Machines
+    add their cost fields (GAP9's ``KernelDef``, SME's ``Routine``)."""
+
+    name: str
+    args: dict          # name -> Arg
+    infer: Callable     # (tensors, attrs) -> {output name: what the machine checks}
+    run: Callable       # (values, attrs, tensors) -> {output name: values}
+
+
+@dataclass
+class Bound:
+    """A trace's call checked against its row: tensors (name -> the ISA's tensor reference)
+    and the other arguments with their defaults."""
+
+    row: Row
+    tensors: dict
+    attrs: dict
+    call: Any           # the parsed line (its ``loc``, ``name``, ``arg_locs``)
+
+
+def fail(message: str) -> NoReturn:
+    """A shape rule's refusal (``bind`` reports it at the call)."""
+    raise ProgramError(message)
 
 
 def In(*dtypes, optional=False) -> Arg:
@@ -74,6 +103,32 @@ def arguments(call, table: dict, what: str, tensor_type) -> tuple[Any, dict, dic
     return row, tensors, attrs
 
 
+def where(call, name: str):
+    """The location of argument ``name`` of ``call`` (the line's, if it was not given)."""
+    return call.arg_locs.get(name, call.loc)
+
+
+def bind(call, table: dict, what: str, tensor_type, space_for) -> tuple[Bound, Any]:
+    """``call`` checked against its row of ``table`` (``arguments``), each tensor inside the
+    address space ``space_for(row, name, ref)`` gives (which may refuse the space), then the
+    row's shape rule: (the bound call, the rule's expected outputs for the machine to check).
+    Every refusal is a TraceSyntaxError at the argument or the line."""
+    row, tensors, attrs = arguments(call, table, what, tensor_type)
+    for name, ref in tensors.items():
+        try:
+            space_for(row, name, ref).offset(ref.addr, ref.nbytes)
+        except TraceSyntaxError:
+            raise
+        except HwsimError as exc:
+            raise TraceSyntaxError(where(call, name), f"{row.name}: tensor {name}: {exc}") \
+                from None
+    try:
+        expected = row.infer(tensors, attrs)
+    except ProgramError as exc:
+        raise TraceSyntaxError(call.loc, f"{row.name}: {exc}") from None
+    return Bound(row, tensors, attrs, call), expected
+
+
 def broadcast(tensors: dict, names=("a", "b")) -> tuple:
     """The output shape of an elementwise routine on ``tensors[names]`` (TOSA broadcasting:
     same rank, each dimension equal or 1); ProgramError when they do not broadcast."""
@@ -88,3 +143,12 @@ def broadcast(tensors: dict, names=("a", "b")) -> tuple:
                                "broadcast")
         out.append(max(dims))
     return tuple(out)
+
+
+def run_rescale(x, a, t):
+    """TOSA RESCALE on a routine's values: GAP9's ``cluster rescale``, SME's ``vec rescale``."""
+    out = t["out"].dtype
+    kind = ("u" + out[1:]) if a["output_unsigned"] else out
+    return {"out": ti.rescale(x["in"], x["mult"], x["shift"], a["in_zp"], a["out_zp"], kind,
+                              bool(a["scale32"]), a["rounding"] == "double",
+                              bool(a["input_unsigned"]), int(t["in"].dtype[1:]))}

@@ -173,6 +173,13 @@ class ParamTable:
     def defaults(self) -> "ParamSet":
         return ParamSet(self)
 
+    def split(self, overrides: dict, origin: str = "command line") -> tuple[dict, dict]:
+        """(architectural, timing) overrides, each checked against its row: a machine is
+        built with the first, a run takes the second."""
+        self.defaults().update(overrides, origin)
+        arch = {k: v for k, v in overrides.items() if self.rows[k].kind == "arch"}
+        return arch, {k: v for k, v in overrides.items() if k not in arch}
+
 
 class ParamSet:
     """Current values of a machine's parameters. Attribute access reads a value."""

@@ -4,7 +4,7 @@ Per unit: busy, stalled (by reason) and idle cycles, ops, MACs and utilisation a
 peak. Per port: bytes, mean bandwidth over the run and peak bandwidth over aligned windows of
 ``window`` cycles (bytes of a transfer are spread evenly over its slot). Everything derives from
 the engine's records (``hwsim.timing.records``); nothing is sampled per cycle. The writers of a
-result (text summary, JSON, timeline) live in ``hwsim.traces``.
+result (text summary, JSON, timeline) live in ``hwsim.results``.
 """
 
 from __future__ import annotations
@@ -74,25 +74,9 @@ class Result:
         return [(start, cycles, table.labels[table.label[op]], table.args.get(op))
                 for start, cycles, op in self.records.unit_log(u).tolist()]
 
-    def write_timeline(self, path, spans=()) -> None:
-        """Chrome/Perfetto trace JSON: a track per unit, counter tracks for bandwidth/occupancy;
-        ``spans`` (name, start, cycles, args) are added as async slices."""
-        from hwsim.traces.chrome import write_chrome
-        write_chrome(self, path, spans)
-
     def to_json(self) -> dict[str, Any]:
         return {"machine": self.machine, "cycles": self.cycles, "clock_hz": self.clock_hz,
                 "seconds": self.seconds, "instructions": self.instructions, **self.stats}
-
-    def write_json(self, path) -> None:
-        import json
-
-        from hwsim.traces.files import atomic_write_text
-        atomic_write_text(path, json.dumps(self.to_json(), indent=2) + "\n")
-
-    def summary(self) -> str:
-        from hwsim.traces.report import summary_text
-        return summary_text(self)
 
 
 def collect(records: Records, machine: str, instructions: int, peak_macs_per_cycle: float,

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from hwsim.errors import TosaError
+from hwsim.shapes import conv_out
 from hwsim.tosa.dtypes import DType
 from hwsim.tosa.flatbuf import write_tosa
 from hwsim.tosa.ir import Graph, Operator, Tensor
@@ -93,8 +94,7 @@ class GraphBuilder:
                dilation=(1, 1), input_zp: int = 0, weight_zp: int = 0) -> Tensor:
         n, ih, iw, _ = x.shape
         oc, kh, kw, _ = weight.shape
-        oh = (ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) // stride[0] + 1
-        ow = (iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]) // stride[1] + 1
+        oh, ow = _conv_hw((ih, iw), (kh, kw), pad, stride, dilation)
         return self._conv("CONV2D", x, weight, bias, (n, oh, ow, oc), stride, pad, dilation,
                           input_zp, weight_zp)
 
@@ -103,8 +103,7 @@ class GraphBuilder:
                          weight_zp: int = 0) -> Tensor:
         n, ih, iw, c = x.shape
         kh, kw, _, m = weight.shape
-        oh = (ih - 1 + pad[0] + pad[1] - (kh - 1) * dilation[0]) // stride[0] + 1
-        ow = (iw - 1 + pad[2] + pad[3] - (kw - 1) * dilation[1]) // stride[1] + 1
+        oh, ow = _conv_hw((ih, iw), (kh, kw), pad, stride, dilation)
         return self._conv("DEPTHWISE_CONV2D", x, weight, bias, (n, oh, ow, c * m), stride, pad,
                           dilation, input_zp, weight_zp)
 
@@ -134,8 +133,7 @@ class GraphBuilder:
 
     def _pool_shape(self, x, kernel, stride, pad):
         n, ih, iw, c = x.shape
-        return (n, (ih + pad[0] + pad[1] - kernel[0]) // stride[0] + 1,
-                (iw + pad[2] + pad[3] - kernel[1]) // stride[1] + 1, c)
+        return (n, *_conv_hw((ih, iw), kernel, pad, stride, (1, 1)), c)
 
     def avg_pool2d(self, x: Tensor, kernel, stride=(1, 1), pad=(0, 0, 0, 0), input_zp: int = 0,
                    output_zp: int = 0) -> Tensor:
@@ -235,3 +233,8 @@ class GraphBuilder:
         atomic_write_bytes(path, write_tosa(graph))
         return graph
 
+
+def _conv_hw(hw, kernel, pad, stride, dilation) -> tuple[int, int]:
+    """(OH, OW) of a window operator; the graph's own check reports an inexact size."""
+    return tuple(conv_out(hw[i], kernel[i], pad[2 * i], pad[2 * i + 1], stride[i],
+                          dilation[i])[0] for i in range(2))

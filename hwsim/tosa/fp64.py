@@ -37,6 +37,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 from threadpoolctl import ThreadpoolController
 
+from hwsim.shapes import conv_out
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.reference import precise
 
@@ -47,8 +48,8 @@ def _windows(x: np.ndarray, kernel, stride, dilation, pad, fill: float = 0.0) ->
     x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     n, h, w, c = x.shape
     kh, kw = kernel
-    oh = (h - (kh - 1) * dilation[0] - 1) // stride[0] + 1
-    ow = (w - (kw - 1) * dilation[1] - 1) // stride[1] + 1
+    oh = conv_out(h, kh, 0, 0, stride[0], dilation[0])[0]        # x is padded already
+    ow = conv_out(w, kw, 0, 0, stride[1], dilation[1])[0]
     sn, sh, sw, sc = x.strides
     return as_strided(x, (n, oh, ow, kh, kw, c),
                       (sn, sh * stride[0], sw * stride[1], sh * dilation[0], sw * dilation[1], sc),

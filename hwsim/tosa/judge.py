@@ -2,7 +2,7 @@
 
 ``judge`` compares one operator's simulated output with its golden (the reference model's
 output for the same inputs) and applies the operator's TOSA 1.0 precision rule from
-``hwsim.tosa.numerics``; ``judge_layer`` first gets that golden (and, for a floating-point
+``hwsim.tosa.compliance``; ``judge_layer`` first gets that golden (and, for a floating-point
 result that is not bit-exact, the fp64 reference and dot-product bound) from the reference
 model. Verdicts: ``exact`` (every element bit-identical; NaNs of any payload count as equal),
 ``compliant`` (not bit-exact, but within the operator's TOSA bound; never for integers, which
@@ -19,11 +19,11 @@ from typing import Mapping
 import numpy as np
 
 from hwsim.errors import HwsimError
+from hwsim.tosa.compliance import (ABS_BOUND_OPS, DOT_OPS, ULP_OPS, DotProductRule,
+                                   abs_error_bound, check_cast_fp, check_dot_product, check_fp,
+                                   check_fp_bnd, lsb_error, ulp_error)
 from hwsim.tosa.dtypes import DType, dtype
 from hwsim.tosa.ir import Graph, Operator
-from hwsim.tosa.numerics import (ABS_BOUND_OPS, DOT_OPS, ULP_OPS, DotProductRule,
-                                 abs_error_bound, check_cast_fp, check_dot_product, check_fp,
-                                 check_fp_bnd, lsb_error, ulp_error)
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Verdict:
 
 def statistics(sim: np.ndarray, golden: np.ndarray, dt: DType) -> tuple[int, float, float]:
     """(bit-exact count, max error, mean error) in LSB (integers) or ULP of the golden
-    (floats; ``hwsim.tosa.numerics.ulp_error``)."""
+    (floats; ``hwsim.tosa.compliance.ulp_error``)."""
     sim, golden = np.asarray(sim, dt.np), np.asarray(golden, dt.np)
     if sim.shape != golden.shape:
         raise HwsimError(f"simulated shape {list(sim.shape)} != golden {list(golden.shape)}")

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable
 
+from hwsim.shapes import conv_out, window_span
+
 FLOATS = ("fp16", "bf16", "fp32")
 FP8 = ("fp8e4m3", "fp8e5m2")
 DATA = ("bool", "int8", "int16", "int32") + FLOATS + FP8    # data layout operators
@@ -117,13 +119,15 @@ def shape_arg(op, role: str, length: int) -> list[int] | None:
     return [int(v) for v in t.data.reshape(-1)] if t.is_const else None
 
 
-def out_size(op, axis: str, numerator: int, stride: int, text: str) -> int:
-    """``idiv_check(numerator, stride) + 1`` with the spec's ERROR_IF on an inexact division."""
-    error_if(op, numerator % stride != 0, f"{axis} != idiv_check({text}) + 1: "
-             f"{numerator} is not a multiple of {stride}")
-    size = numerator // stride + 1
-    error_if(op, size < 1, f"{axis} < 1", **{axis: size})
-    return size
+def out_size(op, axis: str, size: int, kernel: int, pads, stride: int, dilation: int,
+             text: str) -> int:
+    """The output size of a window axis (``hwsim.shapes.conv_out``) with the spec's ERROR_IF
+    on an inexact division and on an empty output."""
+    out, exact = conv_out(size, kernel, *pads, stride, dilation)
+    error_if(op, not exact, f"{axis} != idiv_check({text}) + 1: "
+             f"{window_span(size, kernel, *pads, dilation)} is not a multiple of {stride}")
+    error_if(op, out < 1, f"{axis} < 1", **{axis: out})
+    return out
 
 
 def broadcast(op, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -146,9 +150,9 @@ def _geometry(op, ih, iw, kh, kw, dilated: bool):
     if dilated:
         dy, dx = dilation = values(op, "dilation", 2)
         error_if(op, min(dilation) < 1, "dilation_y < 1 || dilation_x < 1", dilation=dilation)
-        oh = out_size(op, "OH", ih - 1 + pt + pb - (kh - 1) * dy, sy,
+        oh = out_size(op, "OH", ih, kh, (pt, pb), sy, dy,
                       "IH - 1 + pad_top + pad_bottom - (KH - 1) * dilation_y, stride_y")
-        ow = out_size(op, "OW", iw - 1 + pl + pr - (kw - 1) * dx, sx,
+        ow = out_size(op, "OW", iw, kw, (pl, pr), sx, dx,
                       "IW - 1 + pad_left + pad_right - (KW - 1) * dilation_x, stride_x")
         return oh, ow
     error_if(op, kh < 1 or kw < 1, "kernel_y < 1 || kernel_x < 1", kernel=[kh, kw])
@@ -156,8 +160,10 @@ def _geometry(op, ih, iw, kh, kw, dilated: bool):
              kernel=[kh, kw])
     error_if(op, pt >= kh or pb >= kh, "pad_top >= kernel_y || pad_bottom >= kernel_y", pad=pad,
              kernel=[kh, kw])
-    oh = out_size(op, "OH", ih + pt + pb - kh, sy, "IH + pad_top + pad_bottom - kernel_y, stride_y")
-    ow = out_size(op, "OW", iw + pl + pr - kw, sx, "IW + pad_left + pad_right - kernel_x, stride_x")
+    oh = out_size(op, "OH", ih, kh, (pt, pb), sy, 1,
+                  "IH + pad_top + pad_bottom - kernel_y, stride_y")
+    ow = out_size(op, "OW", iw, kw, (pl, pr), sx, 1,
+                  "IW + pad_left + pad_right - kernel_x, stride_x")
     return oh, ow
 
 

@@ -14,15 +14,17 @@ compares them with the reference model's compliance results.
 A target is one function, ``run(graph, inputs) -> {output name: array}``, registered under a
 name with ``register_target``. ``"reference"`` is built in: it runs the reference model binary
 in a subprocess, like tosa-tools' own SUT (the runner's worker threads share file descriptors,
-so the in-process wrapper's output capture is not thread-safe). A scheduler provides its machine
-by calling ``register_target`` when its module is imported and adding one line to
-``TARGET_MODULES`` so that this module can import it on demand.
-Tests of operators a target does not list are skipped, not failed.
+so the in-process wrapper's output capture is not thread-safe). So is each machine of the
+scheduler (``hwsim.schedule.LOWERINGS``), registered when first asked for: ``target=gap9`` runs
+each operator test through that machine's lowering in its default mode for the graph (GAP9:
+exact; HMX: fp16; SME: int8 or fp32 by the graph's types); a lowering that rejects a test's
+types or shapes reports why. Tests of operators a target does not list are skipped, not failed.
+
+This module is an entry point (the runner loads it by name) and sits above the scheduler.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -34,10 +36,6 @@ from hwsim.tosa.ir import Graph
 from hwsim.tosa.loaders import load_graph
 from hwsim.tosa.reference import ReferenceError, graph_inputs, save_npy
 from hwsim.tosa.reference import run_graph as run_reference
-
-# target name -> module that registers it when imported (one line per scheduler)
-TARGET_MODULES: dict[str, str] = {"gap9": "hwsim.schedule.sut", "hmx": "hwsim.schedule.sut",
-                                  "sme": "hwsim.schedule.sut"}
 
 
 @dataclass(frozen=True)
@@ -64,12 +62,22 @@ def _reference(graph: Graph, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
 register_target("reference", _reference)
 
 
+def _machine(name: str):
+    """The scheduler's machine ``name`` as a target: its outputs for the graph's inputs."""
+    from hwsim.schedule import estimate
+
+    def run(graph: Graph, inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
+        return estimate(graph, name, inputs=list(inputs)).outputs
+    return run
+
+
 def target(name: str) -> Target:
-    if name not in TARGETS and name in TARGET_MODULES:
-        importlib.import_module(TARGET_MODULES[name])
+    from hwsim.schedule import LOWERINGS, lowering
+    if name not in TARGETS and name in LOWERINGS:
+        register_target(name, _machine(name), lowering(name).operators)
     if name not in TARGETS:
         raise ConfigError(f"unknown target {name!r}; expected one of "
-                          f"{', '.join(sorted(set(TARGETS) | set(TARGET_MODULES)))}")
+                          f"{', '.join(sorted(set(TARGETS) | set(LOWERINGS)))}")
     return TARGETS[name]
 
 

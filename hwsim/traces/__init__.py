@@ -1,4 +1,5 @@
-"""What we record: the trace reader, Chrome/Perfetto timelines, JSON summaries, reports."""
+"""Trace input: the trace reader (syntax, directives, data files) and the file helpers every
+reader and writer uses (``files``). What a run gives is written by ``hwsim.results``."""
 
 from hwsim.traces.reader import Trace, parse_trace, read_trace
 

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwsim.targets.gap9 import layout, quant
-from hwsim.targets.gap9 import tosa_int as ti
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.schedule.gap9.cluster import is_identity_clamp
 from hwsim.schedule.tiles import window_rows
+from hwsim.shapes import conv_out
+from hwsim.targets.gap9 import layout, quant
+from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.tosa.builder import quantize_scale
+from hwsim.tosa_int import helpers as ti
 
 ALIGN = 4
 
@@ -89,11 +90,11 @@ class Geometry:
 
     @property
     def h_out(self) -> int:
-        return (self.h_in + self.pad[0] + self.pad[1] - self.kernel) // self.stride + 1
+        return conv_out(self.h_in, self.kernel, *self.pad[0:2], self.stride)[0]
 
     @property
     def w_out(self) -> int:
-        return (self.w_in + self.pad[2] + self.pad[3] - self.kernel) // self.stride + 1
+        return conv_out(self.w_in, self.kernel, *self.pad[2:4], self.stride)[0]
 
     @property
     def linear(self) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwsim.isa.gap9 import TensorRef
+from hwsim.isa.arguments import TensorRef
 from hwsim.schedule.gap9 import cluster
 from hwsim.schedule.gap9.cluster import KTYPE
 from hwsim.schedule.gap9.emit import Emitter, Step

@@ -19,7 +19,7 @@ from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
 from hwsim.schedule.lowering import (Checkpoint, Lowered, Lowering, Placement, Rewritten,
                                      group)
-from hwsim.targets.hmx.machine import Step
+from hwsim.targets.hmx.machine import CheckedItem
 
 FLOATS = ("fp32", "fp16")
 UNITS = {"mpy": "mpy", "cvt": "cvt", "bias_load": "cvt", "bias_store": "cvt",
@@ -103,9 +103,9 @@ class HmxLowering(Lowering):
                 "bandwidths": {"DDR": params.ddr_bytes_per_cycle}}
 
 
-def _steps(machine, items: list) -> list[Step]:
+def _steps(machine, items: list) -> list[CheckedItem]:
     """The items checked and planned by the machine, once per distinct instruction: equal
-    instructions share their decoded fields (``Program``), so the fields identify the plan."""
+    instructions share their decoded fields (``HmxProgram``), so the fields identify the plan."""
     plans: dict = {}
     steps = []
     for item in items:
@@ -115,7 +115,7 @@ def _steps(machine, items: list) -> list[Step]:
             steps.append(machine.plan(item))
             plans[key] = steps[-1].plan
         else:
-            steps.append(Step(item, plans[key]))
+            steps.append(CheckedItem(item, plans[key]))
     return steps
 
 

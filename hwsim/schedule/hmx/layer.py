@@ -7,7 +7,7 @@ ReLU, s = a fused per-channel scale (FP16 + 4 bits); a bias beyond the FP16 rang
 integer accumulator's) goes in as b_o = s * bias instead. Groups are streamed from DDR through
 two VTCM buffers (``WeightStream``), as many to a chunk as fit.
 
-Program: the expanded tensor is built by ``hvx_copy`` rows (after an ``hvx_fill`` with zeros
+HmxProgram: the expanded tensor is built by ``hvx_copy`` rows (after an ``hvx_fill`` with zeros
 when padding or channel slots leave holes) and packed a crouton row at a time (a one-pixel-tall
 row tile by tile, so that the first multiplies need not wait for all of it); for each filter
 group (pair, with weight deep) and tile: the multiplies, the convert with the group's bias set
@@ -26,7 +26,7 @@ import numpy as np
 from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
 from hwsim.schedule.hmx.conv import CH, MAX_DEEP, ConvPlan
-from hwsim.schedule.hmx.program import Arena, Program, WeightStream
+from hwsim.schedule.hmx.program import Arena, HmxProgram, WeightStream
 from hwsim.targets.hmx import layouts
 
 SHAPE_MAX0 = 2  # Table 5: max(x, 0)
@@ -132,7 +132,7 @@ class ConvLayer:
     group_bytes: int  # constants of one group (or pair) in a chunk
 
 
-def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias,
+def prepare(program: HmxProgram, stream: WeightStream, plan: ConvPlan, weight, bias,
             chunk_bytes: int = 64 << 10, name: str = "conv", scale=None) -> ConvLayer:
     """Pack the layer's constants on the host and add them to the stream, as many filter
     groups (or pairs, with weight deep) to a chunk as fit in ``chunk_bytes``. ``scale``
@@ -160,7 +160,7 @@ def prepare(program: Program, stream: WeightStream, plan: ConvPlan, weight, bias
     return ConvLayer(plan, chunks, size)
 
 
-def emit(program: Program, vtcm: Arena, stream: WeightStream, layer: ConvLayer, x: int,
+def emit(program: HmxProgram, vtcm: Arena, stream: WeightStream, layer: ConvLayer, x: int,
          y: int, unpacked: Callable[[int, int], None] | None = None) -> None:
     """The layer from the NHWC FP16 tensor at VTCM ``x`` to the one at ``y``; ``unpacked(g,
     ty)`` is called once filter group g's crouton row ty is in ``y``."""
@@ -187,7 +187,7 @@ def emit(program: Program, vtcm: Arena, stream: WeightStream, layer: ConvLayer, 
         vtcm.free(addr)
 
 
-def _expand(program: Program, vtcm: Arena, plan: ConvPlan, x: int) -> list[int]:
+def _expand(program: HmxProgram, vtcm: Arena, plan: ConvPlan, x: int) -> list[int]:
     """Build and pack the expanded phases; their crouton addresses."""
     c, (ny, _), (_, tw) = plan.conv, plan.grid, plan.tiles
     size = plan.phase_tile_rows * tw * plan.croutons_e * CROUTON_BYTES
@@ -205,7 +205,7 @@ def _expand(program: Program, vtcm: Arena, plan: ConvPlan, x: int) -> list[int]:
     return out
 
 
-def _pack_row(program: Program, plan: ConvPlan, dst: int, src: int, h: int) -> None:
+def _pack_row(program: HmxProgram, plan: ConvPlan, dst: int, src: int, h: int) -> None:
     """Pack one crouton row of the expanded tensor; a row one pixel tall (mask 0) tile by
     tile, so that the multiplies of the first tiles need not wait for the whole row."""
     w, ke, nx = plan.conv.w_out, plan.ke, plan.grid[1]
@@ -217,7 +217,7 @@ def _pack_row(program: Program, plan: ConvPlan, dst: int, src: int, h: int) -> N
                     src + tx * nx * ke * 2, 1, min(nx, w - tx * nx), ke, plan.mask)
 
 
-def _gather(program: Program, vtcm: Arena, plan: ConvPlan, p: int, x: int) -> int:
+def _gather(program: HmxProgram, vtcm: Arena, plan: ConvPlan, p: int, x: int) -> int:
     """The NHWC expanded phase p, by strided copies from the input (zeros where nothing is
     copied: padding and unused channel slots)."""
     c = plan.conv
@@ -250,7 +250,7 @@ def _valid(w_out: int, sx: int, shift: int, w: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _emit_groups(program: Program, plan: ConvPlan, phases: list[int], unit: int,
+def _emit_groups(program: HmxProgram, plan: ConvPlan, phases: list[int], unit: int,
                  groups: list[int], outputs: int) -> None:
     """Multiplies, converts and writes of one filter group (two with weight deep)."""
     (ny, _), (th, tw), ce = plan.grid, plan.tiles, plan.croutons_e
@@ -279,7 +279,7 @@ def _emit_groups(program: Program, plan: ConvPlan, phases: list[int], unit: int,
                 program.write(outputs + ((g * th + ty) * tw + tx) * CROUTON_BYTES, plan.mask)
 
 
-def _deep(program: Program, plan: ConvPlan, base: int, weights: int, first: int, count: int,
+def _deep(program: HmxProgram, plan: ConvPlan, base: int, weights: int, first: int, count: int,
           groups: int) -> None:
     """Activation-deep multiplies over ``count`` croutons, at most 32 at a time."""
     if groups == 2 and count > MAX_DEEP:
@@ -292,7 +292,7 @@ def _deep(program: Program, plan: ConvPlan, base: int, weights: int, first: int,
         program.wgt(weights + start * CH // 2 * VECTOR_BYTES, vectors * groups, deep=groups == 2)
 
 
-def _unpack(program: Program, plan: ConvPlan, outputs: int, band: int | None, g: int, ty: int,
+def _unpack(program: HmxProgram, plan: ConvPlan, outputs: int, band: int | None, g: int, ty: int,
             y: int) -> None:
     """Filter group g's crouton row ty to its channels of the NHWC output."""
     c, (ny, _), (th, tw) = plan.conv, plan.grid, plan.tiles

@@ -33,7 +33,7 @@ from hwsim.isa.hmx import VECTOR_BYTES
 from hwsim.schedule.hmx import conv as C
 from hwsim.schedule.hmx import layer as L
 from hwsim.schedule.hmx import vector as V
-from hwsim.schedule.hmx.program import Arena, Program, WeightStream
+from hwsim.schedule.hmx.program import Arena, HmxProgram, WeightStream
 from hwsim.tosa.ir import Graph, Operator, Tensor
 
 FP16_MAX = 65504.0
@@ -45,7 +45,7 @@ HMX_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")
 class Planned:
     """The program and what a caller needs around it."""
 
-    program: Program
+    program: HmxProgram
     where: dict[str, int]  # tensor name -> VTCM address of its FP16 values
     inputs: dict[str, int]  # graph input name -> DDR address (in the input's own type)
     outputs: dict[str, int]  # graph output name -> DDR address
@@ -109,7 +109,7 @@ class Planner:
     def __init__(self, graph: Graph, layers: list, params: dict, chunk_bytes: int = 64 << 10):
         self.graph, self.layers, self.timing = graph, layers, params
         self.chunk_bytes = chunk_bytes
-        self.program = Program()
+        self.program = HmxProgram()
         self.vtcm = Arena("VTCM", params["vtcm_base"], params["vtcm_size"])
         self.ddr = Arena("DDR", params["ddr_base"], params["ddr_size"])
         self.stream = WeightStream(self.ddr, self.vtcm)
@@ -124,7 +124,7 @@ class Planner:
             if unit_of(layer) == "hmx":
                 self._prepare(layer)
         p = self.program
-        p.usr(1 << 20)  # IEEE infinities and NaNs in HMX, as HVX has them
+        p.usr(infnan_propagate=1)  # IEEE infinities and NaNs in HMX, as HVX has them
         p.clear_accumulators()
         inputs = self._inputs()
         self.out_ddr = {t.name: self.ddr.alloc(t.nbytes, f"output {t.name}", VECTOR_BYTES)

@@ -1,6 +1,6 @@
 """An HMX program as it is built: instructions, the memory images it needs, VTCM allocation.
 
-``Program`` collects the instructions of a trace for the HMX machine (``hwsim/isa/hmx.py``
+``HmxProgram`` collects the instructions of a trace for the HMX machine (``hwsim/isa/hmx.py``
 syntax) as the items parsing that trace gives: the HMX register words are encoded with the
 ISA's own field tables (``ACT_RS.encode(...)``), so a lowering never writes shift-and-mask code,
 and decoded and checked as the parser does (``decode_line``, once per distinct instruction),
@@ -70,7 +70,7 @@ class Image:
 
 
 @dataclass
-class Program:
+class HmxProgram:
     """The program for the HMX machine as checked items (``hwsim.isa.hmx`` ``Instr`` and
     ``Multiply``, as parsing its text gives them), the layer each belongs to (``layer``: the
     current one), comments to show before them, and the memory images they assume."""
@@ -124,9 +124,10 @@ class Program:
         self.images.append(Image(space, addr, np.ascontiguousarray(data), name))
 
     # -- HMX -----------------------------------------------------------------------------------
-    def usr(self, value: int) -> None:
+    def usr(self, **fields: int) -> None:
+        """``USR = ...`` with these ``isa.hmx.USR`` fields set, the others zero."""
         loc = Location("<hmx program>", self.lines + 1, 1)
-        self._add(Instr(Spec("USR", "usr", (USR,)), USR.decode(value), loc))
+        self._add(Instr(Spec("USR", "usr", (USR,)), USR.decode(USR.encode(**fields)), loc))
 
     def clear_accumulators(self) -> None:
         self.emit("Q6_mxclracc_hf")
@@ -257,14 +258,14 @@ class WeightStream:
         self.started = 0
         self.deferred: list = []  # emitters of DMAs out, run after the next wait
 
-    def add(self, program: Program, data: np.ndarray, name: str) -> int:
+    def add(self, program: HmxProgram, data: np.ndarray, name: str) -> int:
         data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         addr = self.ddr.alloc(data.size, name, VECTOR_BYTES)
         program.place("ddr", addr, data, name)
         self.chunks.append((addr, data.size))
         return len(self.chunks) - 1
 
-    def open(self, program: Program) -> None:
+    def open(self, program: HmxProgram) -> None:
         """Reserve the buffers and start chunk 0 (after a fence: the buffers may hold what
         earlier instructions still have to read)."""
         if not self.chunks:
@@ -275,12 +276,12 @@ class WeightStream:
         program.dma_fence()
         self._start(program, 0)
 
-    def _start(self, program: Program, j: int) -> None:
+    def _start(self, program: HmxProgram, j: int) -> None:
         addr, nbytes = self.chunks[j]
         program.dma_in(self.buffers[j % len(self.buffers)], addr, nbytes, f"constants {j}")
         self.started = j + 1
 
-    def use(self, program: Program, j: int) -> int:
+    def use(self, program: HmxProgram, j: int) -> int:
         if j + 1 != self.started:
             raise ScheduleError(f"weight chunk {j} used out of order (next is {self.started - 1})")
         program.dma_wait()

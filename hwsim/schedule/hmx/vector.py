@@ -27,7 +27,8 @@ from itertools import product
 import numpy as np
 
 from hwsim.errors import ScheduleError
-from hwsim.schedule.hmx.program import Arena, Program
+from hwsim.schedule.hmx.program import Arena, HmxProgram
+from hwsim.shapes import conv_out
 
 FP16 = 2
 UNARY = {"EXP": "exp", "RECIPROCAL": "recip"}
@@ -65,7 +66,7 @@ def _merged(shape, dst_strides, src_strides) -> list[tuple[int, int, int]]:
     return merged or [(1, FP16, FP16)]
 
 
-def copy_strided(program: Program, dst: int, src: int, shape, dst_strides, src_strides,
+def copy_strided(program: HmxProgram, dst: int, src: int, shape, dst_strides, src_strides,
                  elem: int = FP16) -> None:
     """Copy the elements of ``shape`` from ``src`` (byte strides ``src_strides``) to ``dst``."""
     dims = _merged(shape, dst_strides, src_strides)
@@ -83,7 +84,7 @@ def copy_strided(program: Program, dst: int, src: int, shape, dst_strides, src_s
                     row_bytes, row_s if rows > 1 else row_bytes)
 
 
-def broadcast_to(program: Program, vtcm: Arena, src: int, shape, out_shape) -> int:
+def broadcast_to(program: HmxProgram, vtcm: Arena, src: int, shape, out_shape) -> int:
     """A copy of the tensor at ``src`` broadcast to ``out_shape`` (a new VTCM buffer)."""
     if len(shape) != len(out_shape) or any(a not in (1, b) for a, b in zip(shape, out_shape)):
         raise ScheduleError(f"cannot broadcast {list(shape)} to {list(out_shape)}")
@@ -93,7 +94,7 @@ def broadcast_to(program: Program, vtcm: Arena, src: int, shape, out_shape) -> i
     return dst
 
 
-def binary(program: Program, vtcm: Arena, op: str, dst: int, a: int, b: int, shape_a, shape_b,
+def binary(program: HmxProgram, vtcm: Arena, op: str, dst: int, a: int, b: int, shape_a, shape_b,
            shape_out) -> None:
     """ADD, SUB or MUL, broadcasting either operand."""
     temps = []
@@ -108,7 +109,7 @@ def binary(program: Program, vtcm: Arena, op: str, dst: int, a: int, b: int, sha
         vtcm.free(addr)
 
 
-def unary(program: Program, op: str, dst: int, a: int, n: int, low: float = 0.0,
+def unary(program: HmxProgram, op: str, dst: int, a: int, n: int, low: float = 0.0,
           high: float = 0.0) -> None:
     """EXP, RECIPROCAL or CLAMP(low, high) of n elements."""
     if op in UNARY:
@@ -121,32 +122,32 @@ def unary(program: Program, op: str, dst: int, a: int, n: int, low: float = 0.0,
         program.hvx("clamp", dst, a, n, lo, hi)
 
 
-def reduce(program: Program, op: str, dst: int, src: int, shape, axis: int) -> None:
+def reduce(program: HmxProgram, op: str, dst: int, src: int, shape, axis: int) -> None:
     outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
     program.hvx(REDUCE[op], dst, src, outer, shape[axis], inner)
 
 
-def avg_pool(program: Program, dst: int, src: int, shape, kernel, stride, pad) -> None:
+def avg_pool(program: HmxProgram, dst: int, src: int, shape, kernel, stride, pad) -> None:
     """AVG_POOL2D of an [N, H, W, C] tensor, one image at a time."""
     n, h, w, c = shape
     (kh, kw), (sh, sw) = kernel, stride
-    oh = (h + pad[0] + pad[1] - kh) // sh + 1
-    ow = (w + pad[2] + pad[3] - kw) // sw + 1
+    oh = conv_out(h, kh, pad[0], pad[1], sh)[0]
+    ow = conv_out(w, kw, pad[2], pad[3], sw)[0]
     for i in range(n):
         program.hvx("avg_pool", dst + i * oh * ow * c * FP16, src + i * h * w * c * FP16, h, w, c,
                     kh, kw, sh, sw, *pad)
 
 
-def cast(program: Program, dst: int, src: int, n: int, to_fp16: bool) -> None:
+def cast(program: HmxProgram, dst: int, src: int, n: int, to_fp16: bool) -> None:
     program.hvx("f32_to_f16" if to_fp16 else "f16_to_f32", dst, src, n)
 
 
-def slice_(program: Program, dst: int, src: int, shape, start, size) -> None:
+def slice_(program: HmxProgram, dst: int, src: int, shape, start, size) -> None:
     offset = sum(i * s for i, s in zip(start, strides(shape)))
     copy_strided(program, dst, src + offset, size, strides(size), strides(shape))
 
 
-def pad(program: Program, dst: int, src: int, shape, padding, value: float) -> None:
+def pad(program: HmxProgram, dst: int, src: int, shape, padding, value: float) -> None:
     """PAD: fill the output with the pad value, copy the input inside."""
     out_shape = [padding[2 * i] + d + padding[2 * i + 1] for i, d in enumerate(shape)]
     program.hvx("fill", dst, math.prod(out_shape), fp16_bits(value))
@@ -155,7 +156,7 @@ def pad(program: Program, dst: int, src: int, shape, padding, value: float) -> N
     copy_strided(program, dst + offset, src, shape, out_strides, strides(shape))
 
 
-def concat(program: Program, dst: int, sources, shapes, axis: int) -> None:
+def concat(program: HmxProgram, dst: int, sources, shapes, axis: int) -> None:
     out_shape = list(shapes[0])
     out_shape[axis] = sum(s[axis] for s in shapes)
     out_strides = strides(out_shape)
@@ -166,7 +167,7 @@ def concat(program: Program, dst: int, sources, shapes, axis: int) -> None:
         at += shape[axis]
 
 
-def transpose(program: Program, dst: int, src: int, shape, perms) -> None:
+def transpose(program: HmxProgram, dst: int, src: int, shape, perms) -> None:
     """TRANSPOSE: output dimension i is input dimension perms[i]."""
     in_strides = strides(shape)
     out_shape = [shape[p] for p in perms]

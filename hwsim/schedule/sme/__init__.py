@@ -28,7 +28,7 @@ from hwsim.isa import sme
 from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
 from hwsim.schedule.sme import layers as sl
 from hwsim.schedule.sme.gemm import MODES
-from hwsim.schedule.sme.numerics import judge_bf16
+from hwsim.schedule.sme.judge_bf16 import judge_bf16
 from hwsim.targets.sme.program import ROUTINE, SmeProgram
 
 FLOAT_MODES = ("fp32", "bf16-widening", "bf16")

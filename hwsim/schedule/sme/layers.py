@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwsim.errors import ScheduleError
-from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.sme_vector import DTYPES, SPACE, VecOp
 from hwsim.schedule.sme.gemm import MODES, PIXEL_TILES, Gemm, Mode, gemm_words
 from hwsim.targets.sme import layouts
 from hwsim.targets.sme.program import Builder
@@ -92,7 +93,7 @@ class Emitter:
         raw = encode(values, dtype).view(np.uint8)
         addr = self.memory.constant(raw.size)
         self.image.append((addr, raw))
-        return TensorRef(addr, dtype, tuple(shape or np.shape(values)) or (1,))
+        return TensorRef(SPACE, addr, dtype, tuple(shape or np.shape(values)) or (1,))
 
     def const(self, tensor: Tensor, shape=None) -> TensorRef:
         key = (tensor.name, shape)
@@ -105,7 +106,7 @@ class Emitter:
         """A buffer live from the current step to ``last``."""
         shape = tuple(shape)
         nbytes = int(np.prod(shape)) * DTYPES[dtype]
-        return TensorRef(self.memory.buffer(nbytes, self.step, last), dtype, shape)
+        return TensorRef(SPACE, self.memory.buffer(nbytes, self.step, last), dtype, shape)
 
     def scratch(self, dtype: str, shape) -> TensorRef:
         """A buffer for the current step only."""
@@ -116,7 +117,7 @@ class Emitter:
 
 
 def reshaped(ref: TensorRef, shape) -> TensorRef:
-    return TensorRef(ref.addr, ref.dtype, tuple(shape))
+    return TensorRef(SPACE, ref.addr, ref.dtype, tuple(shape))
 
 
 # -- dot products --------------------------------------------------------------------------------

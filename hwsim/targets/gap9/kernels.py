@@ -5,7 +5,7 @@ Each row of ``KERNELS`` declares the kernel's arguments once (tensors in L1, int
 words); binding a program's ``cluster`` line checks names, types, dtypes and the output shape
 against the TOSA shape rules and fails with file:line:column otherwise.
 
-Semantics are the TOSA operators of ``kernel_ops`` (the kernel name says which). Kernels that
+Semantics are the TOSA operators of ``hwsim.tosa_int`` (the kernel name says which). Kernels that
 produce int32 (conv2d, depthwise_conv2d, matmul, add, sub, mul, maximum, minimum) optionally end
 with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``scale32=0``),
 ``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
@@ -25,17 +25,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
-from hwsim.isa.gap9 import Kernel, TensorRef
+from hwsim.errors import TraceSyntaxError
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.gap9 import Kernel
 from hwsim.targets.gap9 import cluster_cost
-from hwsim.targets.gap9 import kernel_ops as ops
-from hwsim.targets.gap9 import tosa_int as ti
 from hwsim.targets.gap9.tcdm import core_stalls
-from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
+from hwsim.targets.routines import (Arg, Bound, In, Out, broadcast, fail, run_rescale,
+                                    where)
+from hwsim.targets.routines import bind as routine_bind
+from hwsim.tosa_int import helpers as ti
+from hwsim.tosa_int import operators as ops
 
 INTS = ("i8", "i16", "i32")
 
@@ -58,28 +61,16 @@ class KernelDef:
     model: Callable | None = None   # (tensors, attrs, params) -> cycles (``cluster_cost``)
 
 
-@dataclass
-class Bound:
-    kernel: KernelDef
-    tensors: dict       # name -> TensorRef
-    attrs: dict
-    loc: Any
-
-
 # -- shape rules ---------------------------------------------------------------------------------
-def _fail(msg: str):
-    raise ProgramError(msg)
-
-
 def _out_requant(t, a, shape):
     """Output dtypes and shape of an int32 kernel with the optional fused RESCALE."""
     if "mult" in t:
         channels = shape[-1]
         for name in ("mult", "shift"):
             if name not in t or t[name].shape[-1] not in (1, channels):
-                _fail(f"fused rescale needs mult and shift with 1 or {channels} entries")
+                fail(f"fused rescale needs mult and shift with 1 or {channels} entries")
         if (t["mult"].dtype == "i32") != bool(a["scale32"]):
-            _fail("mult must be i32 with scale32=1 and i16 with scale32=0")
+            fail("mult must be i32 with scale32=1 and i16 with scale32=0")
         return {"out": (INTS, shape)}
     return {"out": (("i32",), shape)}
 
@@ -87,39 +78,39 @@ def _out_requant(t, a, shape):
 def _conv_shape(t, a, depthwise=False):
     x, w = t["in"].shape, t["weight"].shape
     if len(x) != 4 or len(w) != 4:
-        _fail("conv: input NHWC and weight 4-D expected")
+        fail("conv: input NHWC and weight 4-D expected")
     kh, kw = (w[0], w[1]) if depthwise else (w[1], w[2])
     channels = w[2] if depthwise else w[3]
     if x[3] != channels:
-        _fail(f"conv: input has {x[3]} channels, weight expects {channels}")
+        fail(f"conv: input has {x[3]} channels, weight expects {channels}")
     oh, ow, exact = ops.conv_out_hw(x[1:3], (kh, kw), a["pad"], a["stride"], a["dilation"])
     if not exact or oh < 1 or ow < 1:
-        _fail("conv: output size does not divide exactly (TOSA ERROR_IF)")
+        fail("conv: output size does not divide exactly (TOSA ERROR_IF)")
     oc = w[2] * w[3] if depthwise else w[0]
     if "bias" in t and t["bias"].shape[-1] not in (1, oc):
-        _fail(f"conv: bias needs 1 or {oc} entries")
+        fail(f"conv: bias needs 1 or {oc} entries")
     return _out_requant(t, a, (x[0], oh, ow, oc))
 
 
 def _pool_shape(t, a):
     x = t["in"].shape
     if len(x) != 4 or len(a["kernel"]) != 2 or len(a["pad"]) != 4:
-        _fail("pool: NHWC input, kernel=KH,KW and pad=T,B,L,R expected")
+        fail("pool: NHWC input, kernel=KH,KW and pad=T,B,L,R expected")
     oh, ow, exact = ops.conv_out_hw(x[1:3], a["kernel"], a["pad"], a["stride"])
     if not exact or max(a["pad"][:2]) >= a["kernel"][0] or max(a["pad"][2:]) >= a["kernel"][1]:
-        _fail("pool: exact output size and padding below the kernel expected (TOSA ERROR_IF)")
+        fail("pool: exact output size and padding below the kernel expected (TOSA ERROR_IF)")
     return {"out": ((t["in"].dtype,), (x[0], oh, ow, x[3]))}
 
 
 def _binary_shape(t, a):
     if t["a"].dtype != t["b"].dtype:
-        _fail("elementwise: both inputs need the same dtype")
+        fail("elementwise: both inputs need the same dtype")
     return _out_requant(t, a, broadcast(t))
 
 
 def _axis(t, a, name="in"):
     if not 0 <= a["axis"] < len(t[name].shape):
-        _fail(f"axis {a['axis']} outside rank {len(t[name].shape)}")
+        fail(f"axis {a['axis']} outside rank {len(t[name].shape)}")
     return tuple(1 if i == a["axis"] else d for i, d in enumerate(t[name].shape))
 
 
@@ -130,39 +121,39 @@ def _same(dtypes=None):
 def _rescale_shape(t, a):
     c = t["in"].shape[-1]
     if t["mult"].shape[-1] not in (1, c) or t["shift"].shape != t["mult"].shape:
-        _fail(f"rescale: mult and shift need 1 or {c} entries")
+        fail(f"rescale: mult and shift need 1 or {c} entries")
     if a["input_unsigned"] and a["output_unsigned"]:
-        _fail("rescale: input and output cannot both be unsigned (TOSA ERROR_IF)")
+        fail("rescale: input and output cannot both be unsigned (TOSA ERROR_IF)")
     if not a["scale32"] and a["rounding"] == "double":
-        _fail("rescale: double rounding needs scale32 (TOSA ERROR_IF)")
+        fail("rescale: double rounding needs scale32 (TOSA ERROR_IF)")
     for side, zp in (("input", a["in_zp"]), ("output", a["out_zp"])):
         dtype = t["in" if side == "input" else "out"].dtype
         unsigned = a[f"{side}_unsigned"]
         if dtype == "i32" and unsigned:
-            _fail(f"rescale: an i32 {side} cannot be unsigned (TOSA ERROR_IF)")
+            fail(f"rescale: an i32 {side} cannot be unsigned (TOSA ERROR_IF)")
         allowed = (0, 32768) if dtype == "i16" and unsigned else None
         if dtype != "i8" and zp != 0 and (allowed is None or zp not in allowed):
-            _fail(f"rescale: {side} zero point {zp} not allowed for {dtype} (TOSA ERROR_IF)")
+            fail(f"rescale: {side} zero point {zp} not allowed for {dtype} (TOSA ERROR_IF)")
     return {"out": (INTS, t["in"].shape)}
 
 
 def _table_shape(t, a):
     size = 256 if t["in"].dtype == "i8" else 513
     if t["table"].shape != (size,) or t["table"].dtype != t["in"].dtype:
-        _fail(f"table: {t['in'].dtype} input needs a {t['in'].dtype} table of {size} entries")
+        fail(f"table: {t['in'].dtype} input needs a {t['in'].dtype} table of {size} entries")
     return {"out": (("i8",) if t["in"].dtype == "i8" else ("i32",), t["in"].shape)}
 
 
 def _transpose_shape(t, a):
     if sorted(a["perms"]) != list(range(len(t["in"].shape))):
-        _fail(f"transpose: perms {a['perms']} is not a permutation of the axes")
+        fail(f"transpose: perms {a['perms']} is not a permutation of the axes")
     return {"out": ((t["in"].dtype,), tuple(t["in"].shape[p] for p in a["perms"]))}
 
 
 def _pad_shape(t, a):
     x = t["in"].shape
     if len(a["padding"]) != 2 * len(x) or min(a["padding"]) < 0:
-        _fail(f"pad: padding needs {2 * len(x)} non-negative entries")
+        fail(f"pad: padding needs {2 * len(x)} non-negative entries")
     p = a["padding"]
     return {"out": ((t["in"].dtype,), tuple(d + p[2 * i] + p[2 * i + 1] for i, d in
                                             enumerate(x)))}
@@ -172,7 +163,7 @@ def _slice_shape(t, a):
     x = t["in"].shape
     if len(a["start"]) != len(x) or len(a["size"]) != len(x) or any(
             s < 0 or n < 1 or s + n > d for s, n, d in zip(a["start"], a["size"], x)):
-        _fail("slice: start and size must lie inside the input")
+        fail("slice: start and size must lie inside the input")
     return {"out": ((t["in"].dtype,), tuple(a["size"]))}
 
 
@@ -182,7 +173,7 @@ def _concat_shape(t, a):
     base = parts[0].shape
     if any(p.dtype != parts[0].dtype or len(p.shape) != len(base) or
            any(d != e for i, (d, e) in enumerate(zip(p.shape, base)) if i != ax) for p in parts):
-        _fail("concat: inputs must agree in dtype and in every axis but the concatenated one")
+        fail("concat: inputs must agree in dtype and in every axis but the concatenated one")
     shape = tuple(sum(p.shape[ax] for p in parts) if i == ax else d for i, d in enumerate(base))
     return {"out": ((parts[0].dtype,), shape)}
 
@@ -205,15 +196,6 @@ def _run_conv(x, a, t, depthwise=False):
     acc = fn(x["in"], x["weight"], x.get("bias"), a["pad"], a["stride"], a["dilation"],
              a["in_zp"], a["weight_zp"])
     return {"out": _requant(acc, x, a, t)}
-
-
-def run_rescale(x, a, t):
-    """TOSA RESCALE on a routine's values (also SME's ``vec rescale``)."""
-    out = t["out"].dtype
-    kind = ("u" + out[1:]) if a["output_unsigned"] else out
-    return {"out": ti.rescale(x["in"], x["mult"], x["shift"], a["in_zp"], a["out_zp"], kind,
-                              bool(a["scale32"]), a["rounding"] == "double",
-                              bool(a["input_unsigned"]), int(t["in"].dtype[1:]))}
 
 
 def _elements(t, a, name="out"):
@@ -356,34 +338,29 @@ KERNELS = {k.name: k for k in [
 # -- binding and execution ----------------------------------------------------------------------
 def bind(instr: Kernel, spaces: dict) -> Bound:
     """Check a ``cluster`` line against its kernel's table row."""
-    loc = instr.loc
-    kernel, tensors, attrs = arguments(instr, KERNELS, "cluster kernel", TensorRef)
-    where = lambda name: instr.arg_locs.get(name, loc)                 # noqa: E731
-    for name, ref in tensors.items():
+    def l1(kernel, name, ref):
         if ref.space != "l1":
-            raise TraceSyntaxError(where(name), f"{kernel.name}: tensor {name} is in "
-                                                f"{ref.space}; cluster kernels work in l1")
-        try:
-            spaces["l1"].offset(ref.addr, ref.nbytes)
-        except HwsimError as exc:
-            raise TraceSyntaxError(where(name), f"{kernel.name}: tensor {name}: {exc}") from None
-    try:
-        expected = kernel.infer(tensors, attrs)
-    except ProgramError as exc:
-        raise TraceSyntaxError(loc, f"{kernel.name}: {exc}") from None
+            raise TraceSyntaxError(where(instr, name), f"{kernel.name}: tensor {name} is in "
+                                                       f"{ref.space}; cluster kernels work in l1")
+        return spaces["l1"]
+
+    bound, expected = routine_bind(instr, KERNELS, "cluster kernel", TensorRef, l1)
+    tensors, kernel = bound.tensors, bound.row
     for name, (dtypes, shape) in expected.items():
         ref = tensors[name]
         if ref.dtype not in dtypes:
-            raise TraceSyntaxError(where(name), f"{kernel.name}: output {name}: expected dtype "
-                                                f"{' or '.join(dtypes)}, found {ref.dtype}")
+            raise TraceSyntaxError(where(instr, name), f"{kernel.name}: output {name}: expected "
+                                                       f"dtype {' or '.join(dtypes)}, found "
+                                                       f"{ref.dtype}")
         count = math.prod(ref.shape)
         if shape is None and count != math.prod(tensors["in"].shape) or \
                 shape is not None and tuple(shape) != ref.shape:
             want = "x".join(map(str, shape)) if shape else f"{math.prod(tensors['in'].shape)} " \
                                                            "elements"
-            raise TraceSyntaxError(where(name), f"{kernel.name}: output {name}: expected shape "
-                                                f"{want}, found {'x'.join(map(str, ref.shape))}")
-    return Bound(kernel, tensors, attrs, loc)
+            raise TraceSyntaxError(where(instr, name), f"{kernel.name}: output {name}: expected "
+                                                       f"shape {want}, found "
+                                                       f"{'x'.join(map(str, ref.shape))}")
+    return bound
 
 
 def _read(space, ref: TensorRef) -> np.ndarray:
@@ -439,10 +416,10 @@ class Cost:
 
 
 def cost(bound: Bound, t) -> Cost:
-    rate_name, work = bound.kernel.work(bound.tensors, bound.attrs)
+    rate_name, work = bound.row.work(bound.tensors, bound.attrs)
     cores = t.cluster_cores
-    if bound.kernel.model is not None:
-        cycles, macs = max(1, bound.kernel.model(bound.tensors, bound.attrs, t)), work
+    if bound.row.model is not None:
+        cycles, macs = max(1, bound.row.model(bound.tensors, bound.attrs, t)), work
     else:
         cycles, macs = max(1, math.ceil(work / (cores * getattr(t, rate_name)))), 0
     nbytes = sum(r.nbytes for r in bound.tensors.values())
@@ -454,8 +431,8 @@ def start(bound: Bound, l1):
     """Run ``bound`` now: read its inputs from L1 and compute; the returned commit stores its
     outputs (they land when the kernel ends)."""
     values = {n: _read(l1, r) for n, r in bound.tensors.items()
-              if bound.kernel.args[n].kind == "in"}
-    outputs = bound.kernel.run(values, bound.attrs, bound.tensors)
+              if bound.row.args[n].kind == "in"}
+    outputs = bound.row.run(values, bound.attrs, bound.tensors)
 
     def commit() -> None:
         for name, data in outputs.items():

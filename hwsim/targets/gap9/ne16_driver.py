@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from hwsim.errors import ProgramError
 from hwsim.isa import ne16 as isa
+from hwsim.shapes import conv_out
 from hwsim.targets.gap9.layout import weight_offset
 from hwsim.targets.gap9.ne16_job import BUFFER, PATCH, TP_IN, TP_OUT
 
@@ -57,11 +58,11 @@ class LayerSpec:
 
     @property
     def h_out(self) -> int:
-        return (self.h_in + self.padding[0] + self.padding[1] - self.kernel) // self.stride + 1
+        return conv_out(self.h_in, self.kernel, *self.padding[0:2], self.stride)[0]
 
     @property
     def w_out(self) -> int:
-        return (self.w_in + self.padding[2] + self.padding[3] - self.kernel) // self.stride + 1
+        return conv_out(self.w_in, self.kernel, *self.padding[2:4], self.stride)[0]
 
     @property
     def in_bytes(self) -> int:
@@ -111,6 +112,11 @@ def _encode(word, fields: dict) -> int:
     return found
 
 
+def _word(register: str, **fields: int) -> int:
+    """A register's word from its ``isa.ne16`` fields (``_encode``)."""
+    return _encode(isa.BY_NAME[register].word, fields)
+
+
 def _weights_strides(spec: LayerSpec, nb_ki: int) -> tuple[int, int, int]:
     bpp = 1 if spec.in_bits == 16 else 2
     qw = spec.weight_bits
@@ -158,13 +164,13 @@ def conv_jobs(spec: LayerSpec, input_ptr: int, output_ptr: int, weights_ptr: int
         "OUTFEAT_D0_STRIDE": 32,
         "FILTER_MASK": _encode(isa.FILTER_MASK, dict(top=t, right=r, bottom=b, left=l)),
         "CONFIG0": _config(spec),
-        "SUBTILE_NB0": (-(-spec.k_out // tp) << 16) | nb_ki,
-        "SUBTILE_REM0": ((spec.k_out % tp) << 16) | rem_ki,
+        "SUBTILE_NB0": _word("SUBTILE_NB0", ko=-(-spec.k_out // tp), ki=nb_ki),
+        "SUBTILE_REM0": _word("SUBTILE_REM0", ko=spec.k_out % tp, ki=rem_ki),
     }
     if spec.linear:
-        return [dict(common, INFEAT_PTR=input_ptr, OUTFEAT_PTR=output_ptr, SUBTILE_NB1=0x10001,
-                     SUBTILE_REM1=0, SUBTILE_REM2=0, PADDING=0, OUTFEAT_D1_STRIDE=0,
-                     OUTFEAT_D2_STRIDE=0)]
+        return [dict(common, INFEAT_PTR=input_ptr, OUTFEAT_PTR=output_ptr,
+                     SUBTILE_NB1=_word("SUBTILE_NB1", ho=1, wo=1), SUBTILE_REM1=0,
+                     SUBTILE_REM2=0, PADDING=0, OUTFEAT_D1_STRIDE=0, OUTFEAT_D2_STRIDE=0)]
     if spec.stride == 1:
         return [_tile(spec, common, input_ptr, output_ptr, 0, 0, spec.h_out, spec.w_out, 1)]
     jobs = []
@@ -192,7 +198,8 @@ def _tile(spec: LayerSpec, common: dict, input_ptr: int, output_ptr: int, row0: 
     return dict(common, INFEAT_PTR=first, OUTFEAT_PTR=output_ptr,
                 OUTFEAT_D1_STRIDE=out_pixel // stride,
                 OUTFEAT_D2_STRIDE=out_pixel * spec.w_out // stride,
-                SUBTILE_NB1=(nb_ho << 16) | nb_wo, SUBTILE_REM1=(rem_ho << 16) | rem_wo,
-                SUBTILE_REM2=(rem_hi << 16) | rem_wi,
+                SUBTILE_NB1=_word("SUBTILE_NB1", ho=nb_ho, wo=nb_wo),
+                SUBTILE_REM1=_word("SUBTILE_REM1", ho=rem_ho, wo=rem_wo),
+                SUBTILE_REM2=_word("SUBTILE_REM2", hi=rem_hi, wi=rem_wi),
                 PADDING=_encode(isa.PADDING, dict(top=top, right=right, bottom=bottom,
                                                   left=left, value=value)))

@@ -33,6 +33,9 @@ def _signed32(value: int) -> int:
 # Register indices of the pointers: a job's geometry, modes and costs do not depend on them, so
 # jobs that differ only in pointers (the tiles of one layer) share one decoding.
 POINTERS = tuple(r.index for r in isa.REGISTERS if r.name.endswith("_PTR"))
+# the SUBTILE_* words (two 16-bit fields each, ``isa.ne16``) and the prefix of their fields here
+SUBTILE_WORDS = (("SUBTILE_REM0", "rem"), ("SUBTILE_REM1", "rem"), ("SUBTILE_REM2", "rem"),
+                 ("SUBTILE_NB0", "nb"), ("SUBTILE_NB1", "nb"))
 _DECODED: dict = {}
 _CACHE_LIMIT = 4096
 
@@ -64,14 +67,11 @@ class Ne16Job:
         c = isa.CONFIG0.decode(self.regs[isa.BY_NAME["CONFIG0"].index])
         pad = isa.PADDING.decode(get("PADDING"))
         mask = isa.FILTER_MASK.decode(get("FILTER_MASK"))
-        values = dict(
-            config=c, pad=pad, mask=mask,
-            rem_ko=get("SUBTILE_REM0") >> 16, rem_ki=get("SUBTILE_REM0") & 0xFFFF,
-            rem_ho=get("SUBTILE_REM1") >> 16, rem_wo=get("SUBTILE_REM1") & 0xFFFF,
-            rem_hi=get("SUBTILE_REM2") >> 16, rem_wi=get("SUBTILE_REM2") & 0xFFFF,
-            nb_ko=get("SUBTILE_NB0") >> 16, nb_ki=get("SUBTILE_NB0") & 0xFFFF,
-            nb_ho=get("SUBTILE_NB1") >> 16, nb_wo=get("SUBTILE_NB1") & 0xFFFF,
-            weight_offset=_signed32(get("WEIGHT_OFFSET")))
+        values = dict(config=c, pad=pad, mask=mask,
+                      weight_offset=_signed32(get("WEIGHT_OFFSET")))
+        for name, prefix in SUBTILE_WORDS:       # rem_ko, rem_ki, ..., nb_ho, nb_wo
+            fields = isa.BY_NAME[name].word.decode(get(name))
+            values.update({f"{prefix}_{field}": value for field, value in fields.items()})
         for name, value in values.items():
             object.__setattr__(self, name, value)
         self._check()

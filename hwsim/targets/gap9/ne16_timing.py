@@ -25,7 +25,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from hwsim.targets.gap9.ne16_job import TP_IN, Ne16Job
+from hwsim.targets.gap9.ne16_job import PATCH, TP_IN, Ne16Job
+
+# Bytes one streamer access moves: with the realignment port, they decide the TCDM words (and
+# so the banks) it touches. The streamer's ports: 9 x 32 bit, 256 bits after realignment
+# (ne16 rtl/ne16_package.sv); the widths as GVSoC's streamer model requests them.
+TCDM_WORD_BYTES = 4
+REALIGN_BYTES = 4               # the ninth port: an access reads its width plus one word
+STREAM_WORD_BYTES = 32          # 256 bits: streamout, streamin and a linear weight word
+WEIGHT_WORD_3X3_BYTES = PATCH * PATCH * TP_IN // 8   # one bit of 9 taps x 16 channels: 18
+NORM_ACCESS_BYTES = 16          # a norm/quant access (GVSoC pulp/ne16, normquant state)
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,9 @@ class _Costs:
 
 
 def _words(nbytes: int) -> float:
-    """TCDM words one streamer access touches (GVSoC reads the width plus 4 alignment bytes)."""
-    return -(-(nbytes + 4) // 4)
+    """TCDM words one streamer access touches (GVSoC reads the width plus the realignment
+    word)."""
+    return -(-(nbytes + REALIGN_BYTES) // TCDM_WORD_BYTES)
 
 
 def _load(job: Ne16Job, t, n: int, width: int) -> State:
@@ -62,17 +72,19 @@ def _load(job: Ne16Job, t, n: int, width: int) -> State:
 
 def _matrixvec(job: Ne16Job, t, k_out: int) -> State:
     qw, access = job.weight_bits, t.ne16_access_cycles
-    bpp = 1 if job.mode16 else 2
+    plane = TP_IN // 8 // (2 if job.mode16 else 1)   # bytes of one weight bit of a subtile
     if job.depthwise:
         cycles = t.ne16_dw_first_cycles + k_out * qw * access
-        return State("matrix-vector", cycles, k_out * qw * 18, k_out * qw, _words(18))
+        return State("matrix-vector", cycles, k_out * qw * WEIGHT_WORD_3X3_BYTES, k_out * qw,
+                     _words(WEIGHT_WORD_3X3_BYTES))
     if job.linear or job.pointwise:
         per_k = qw if job.linear else 1
-        width = 32 if job.linear else qw * bpp
+        width = STREAM_WORD_BYTES if job.linear else qw * plane
         cycles = (t.ne16_mv_enter_1x1_cycles + k_out * per_k * access + t.ne16_mv_exit_cycles)
         return State("matrix-vector", cycles, k_out * per_k * width, k_out * per_k, _words(width))
     cycles = t.ne16_mv_enter_3x3_cycles + k_out * qw * access + t.ne16_mv_exit_cycles
-    return State("matrix-vector", cycles, k_out * qw * 9 * bpp, k_out * qw, _words(9 * bpp))
+    width = PATCH * PATCH * plane
+    return State("matrix-vector", cycles, k_out * qw * width, k_out * qw, _words(width))
 
 
 def _normquant(job: Ne16Job, t, k_out: int) -> State:
@@ -82,7 +94,7 @@ def _normquant(job: Ne16Job, t, k_out: int) -> State:
     biases = 4 if job.config["norm_bias"] else 0
     n = scales + shifts + biases
     nbytes = 4 * scales + 32 * shifts + 32 * biases
-    return State("norm/quant", n * t.ne16_access_cycles, nbytes, n, _words(16))
+    return State("norm/quant", n * t.ne16_access_cycles, nbytes, n, _words(NORM_ACCESS_BYTES))
 
 
 def _streamout(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
@@ -95,12 +107,14 @@ def _streamout(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
         pixels = rows * cols if not job.strided else ((rows + 1) // 2) * ((cols + 1) // 2)
     slots = t.ne16_1x1_slots if job.pointwise and not job.linear else stores
     cycles = max(stores, slots) * t.ne16_access_cycles
-    return State("streamout", cycles, pixels * k_out * nbytes, stores, _words(32))
+    return State("streamout", cycles, pixels * k_out * nbytes, stores,
+                 _words(STREAM_WORD_BYTES))
 
 
 def _streamin(job: Ne16Job, t, rows: int, cols: int, k_out: int) -> State:
     n = (1 if job.linear else rows * cols) * job.out_words(k_out)
-    return State("streamin", n * t.ne16_access_cycles, n * 32, n, _words(32))
+    return State("streamin", n * t.ne16_access_cycles, n * STREAM_WORD_BYTES, n,
+                 _words(STREAM_WORD_BYTES))
 
 
 def job_states(job: Ne16Job, t) -> list[State]:

@@ -65,7 +65,7 @@ def multiply(vtcm, state, plan, targets: list, acc_format: tuple, group: int,
     The accumulator is a resource every multiply into it reads and writes, so the next one
     starts only once this one's results are committed: one buffer per accumulator is enough."""
     starts, lo, hi, rows, wgt_start = plan.operands
-    b, infnan = buffers, state.usr >> 20 & 1
+    b, infnan = buffers, state.usr_field("infnan_propagate")
     if multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
                      plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
                      infnan, acc_format[0], acc_format[1], group, b.act, b.wgt, b.act_values,

@@ -43,6 +43,7 @@ import numpy as np
 
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
 from hwsim.memory import Copy
+from hwsim.shapes import conv_out
 from hwsim.targets.hmx import hvx_kernels as K
 from hwsim.targets.hmx import layouts
 
@@ -171,8 +172,8 @@ def _reduce(f, kernel):
 
 def pool_shape(f) -> tuple[int, int]:
     """Output height and width of ``hvx_avg_pool``."""
-    return ((f["h"] + f["pad_top"] + f["pad_bottom"] - f["kh"]) // f["sh"] + 1,
-            (f["w"] + f["pad_left"] + f["pad_right"] - f["kw"]) // f["sw"] + 1)
+    return (conv_out(f["h"], f["kh"], f["pad_top"], f["pad_bottom"], f["sh"])[0],
+            conv_out(f["w"], f["kw"], f["pad_left"], f["pad_right"], f["sw"])[0])
 
 
 def _avg_pool(f):

@@ -1,17 +1,9 @@
-"""The Hexagon HMX machine (V81 HMX PRM, FP16): state, semantics and timing.
+"""The Hexagon HMX machine (V81 HMX PRM, FP16): the wiring of state, semantics and timing.
 
-State is real storage: VTCM and DDR as byte arrays, the pair of accumulators (32 x 32 cells of
-the 37-bit format, ``numerics.py``) with the index of the primary one, four bias register sets
-(32 raw 64-bit words each, Figure 12), the convert state (32 x 32 cells of FP16 plus the 4 extra
-mantissa bits, section 2.3.2 and chapter 5) and USR (bits 20 and 21 modelled, Table 7).
-
-Semantics, one function per instruction kind (``BUILDERS``), from chapters 2-5: multiplies
-(activation plain, deep with dC + 1 contiguous croutons, single with the Y offset into a second
-crouton dY away; channel start/stop; weight negate; weight deep writing both accumulators; too
-few weights read as zeros, too many cost flush cycles), bias load/store with their index, the
-convert with bias select, rnd, ovf, feedback and retain vs clear-and-swap, the write of the
-convert state with its spatial mask, clear accumulators, USR writes; plus the HVX layout and
-elementwise operations (``hvx.py``) and DMA between DDR and VTCM.
+State is real storage: VTCM and DDR as byte arrays, and the HMX's own registers (``state.py``:
+accumulators, bias sets, convert state, USR). Each instruction is checked against the machine
+here (VTCM bounds, HVX and DMA arguments) and becomes its op through its kind's builder
+(``semantics.py``, chapters 2-5).
 
 Timing: units ``mpy`` (multiplies, clear), ``cvt`` (bias, convert, write), ``hvx`` and ``dma``;
 ports ``vtcm.hmx`` (shared by mpy and cvt), ``vtcm.hvx``, ``vtcm.dma`` and ``ddr``. The two
@@ -38,42 +30,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from hwsim.errors import ConfigError, HwsimError
-from hwsim.isa.hmx import (BIAS_REG, BIAS_SET_BYTES, CROUTON_BYTES, USR, VECTOR_BYTES, Instr,
-                           Multiply, check_instr, parse_program, spatial_split)
+from hwsim.isa.hmx import (BIAS_SET_BYTES, CROUTON_BYTES, USR, VECTOR_BYTES, Instr, Multiply,
+                           check_instr, parse_program, spatial_split)
 from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.targets.base import Machine
 from hwsim.targets.hmx import datapath, hvx, layouts, numerics
 from hwsim.targets.hmx.params import PARAMS
+from hwsim.targets.hmx.semantics import BUILDERS, Emit, Issue
+from hwsim.targets.hmx.state import CELLS, HmxState
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
-
-CELLS = 32  # spatials and filters of an accumulator (Figure 9)
-
-
-class HmxState:
-    """The architectural state of one HMX and its USR bits."""
-
-    def __init__(self):
-        self.acc = np.zeros((2, CELLS, CELLS), dtype=np.uint64)
-        self.primary = 0
-        self.bias = np.zeros((4, CELLS), dtype=np.uint64)
-        self._fields: list = [None] * 4  # the decoded fields of a set, made when first used
-        self.cvt = np.zeros((CELLS, CELLS), dtype=np.uint32)  # FP16 << 4 | 4 extra bits
-        self.usr = 0
-
-    def set_bias(self, index: int, words: np.ndarray) -> None:
-        self.bias[index] = words
-        self._fields[index] = None
-
-    def bias_fields(self, index: int) -> dict[str, np.ndarray]:
-        if self._fields[index] is None:
-            self._fields[index] = BIAS_REG.decode_array(self.bias[index])
-        return self._fields[index]
-
 
 @dataclass
 class MpyPlan:
@@ -92,7 +62,7 @@ class MpyPlan:
 
 
 @dataclass
-class Step:
+class CheckedItem:
     """A checked program item and what checking derived from it (a plan, or a DMA copy)."""
 
     item: Any
@@ -121,16 +91,16 @@ class HmxMachine(Machine):
         self.buffers = datapath.MpyBuffers()
         self.cvt_out = np.empty((CELLS, CELLS), dtype=np.uint32)
 
-    def parse(self, lines) -> list[Step]:
+    def parse(self, lines) -> list[CheckedItem]:
         return [self.plan(item) for item in parse_program(lines)]
 
-    def plan(self, item) -> Step:
+    def plan(self, item) -> CheckedItem:
         """Check an item against the machine (VTCM bounds, HVX and DMA arguments)."""
-        if isinstance(item, Step):
+        if isinstance(item, CheckedItem):
             return item
         if isinstance(item, Multiply):
             check_instr(item.act)
-            return Step(item, self._plan_multiply(item))
+            return CheckedItem(item, self._plan_multiply(item))
         check_instr(item)
         kind, f = item.kind, item.fields
         if kind not in BUILDERS:
@@ -145,12 +115,12 @@ class HmxMachine(Machine):
             plan = hvx.PLANS[item.spec.name](f)
             for addr, nbytes in plan.reads + plan.writes:
                 self._in_vtcm(item, addr, nbytes, 0)
-            return Step(item, plan)
+            return CheckedItem(item, plan)
         elif kind == "dma":
-            return Step(item, self._plan_dma(item))
+            return CheckedItem(item, self._plan_dma(item))
         elif kind == "usr":
-            return Step(item, USR.encode(**f))
-        return Step(item)
+            return CheckedItem(item, USR.encode(**f))
+        return CheckedItem(item)
 
     def _in_vtcm(self, item, addr: int, nbytes: int, arg: int, what: str = "") -> None:
         try:
@@ -213,7 +183,7 @@ class HmxMachine(Machine):
         self.numerics = numerics
         self.dma = Dma("dma", {"vtcm": b.port("vtcm.dma"), "ddr": b.port("ddr")},
                        t.dma_setup_cycles)
-        issue = _Issue(self.state.primary)
+        issue = Issue(self.state.primary)
         effects: dict = {}
         for index, step in enumerate(program):
             step = self.plan(step)
@@ -241,38 +211,6 @@ class HmxMachine(Machine):
 DMA_QUEUE = 16   # assumption: descriptors the DMA engine buffers ahead of the thread
 
 
-class _Issue:
-    """What the op stream knows in program order: the primary accumulator, the DMA transfers
-    not yet waited for, the latest wait every later op depends on, and the fence that the HMX
-    and HVX ops since the last ``dma_fence()`` are read by."""
-
-    def __init__(self, primary: int):
-        self.primary = primary
-        self.dma_tokens: list = []
-        self.sync = None
-        self.waits = 0
-        self.fence = ("dma_fence", 0)
-
-    def waited(self) -> tuple:
-        """What every HMX and HVX op reads: the fence, and the last DMA wait."""
-        return (self.fence,) if self.sync is None else (self.fence, self.sync)
-
-
-@dataclass
-class Emit:
-    """One instruction being turned into its op: its index (the op's tag), the checked step,
-    the issue state, and where its action goes (None: no actions wanted)."""
-
-    index: int
-    step: Step
-    issue: _Issue
-    actions: dict | None
-
-    def act(self, op: int, action) -> None:
-        if self.actions is not None and action is not None:
-            self.actions[op] = action
-
-
 def single_rows(offset: int, mask: int) -> np.ndarray:
     """For each accumulator spatial, its source among the 64 spatials of the two croutons of a
     single (the second's numbered 32..63): Y offset rows down, wrapping into the second
@@ -285,160 +223,3 @@ def single_rows(offset: int, mask: int) -> np.ndarray:
         source = y + dy
         rows[grid[y]] = grid[source % ny] + (CELLS if source >= ny else 0)
     return rows
-
-
-_SHAPES = {"act": "", "act_deep": " deep", "act_single": " single"}
-
-
-def _multiply(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    plan, state, vtcm, issue = e.step.plan, m.state, m.spaces["vtcm"], e.issue
-    targets = [issue.primary, 1 - issue.primary][:2 if plan.deep_weights else 1]
-    cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
-    cycles += m.cycles("mpy_flush_cycles_per_vector", max(0, plan.given - plan.needed))
-    nbytes = plan.channels * CELLS * 2 + plan.given * VECTOR_BYTES  # activations + weights
-
-    def action():
-        datapath.multiply(vtcm, state, plan, targets, m.acc_format, m.acc_round_group,
-                          m.buffers)
-
-        def commit():
-            for index in targets:
-                state.acc[index] = m.buffers.acc[index]
-        return commit
-
-    blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
-    blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
-    accs = tuple(("acc", i) for i in targets)
-    label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
-             f"k={plan.channels} acc{issue.primary}")
-    op = b.add("mpy", cycles, reads=accs + blocks + ("usr",) + issue.waited(), writes=accs,
-               transfers=((b.port("vtcm.hmx"), nbytes),), tag=e.index, label=label,
-               macs=plan.channels * CELLS * CELLS * len(targets))
-    e.act(op, action if m.numerics else None)
-
-
-def _convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    f, state, issue = e.step.item.fields, m.state, e.issue
-    index, sel = issue.primary, f["bias_sel"]
-    clear = f["acc"] == 0
-    if clear:
-        issue.primary = 1 - index
-    ebits, mbits = m.acc_format
-
-    def swap():
-        if clear:
-            state.acc[index] = 0
-            state.primary = 1 - index
-
-    def action():
-        if not m.numerics:
-            return swap
-        bias = state.bias_fields(sel)
-        numerics.convert(state.acc[index], bias["input_bias"], bias["shape"], bias["scale"],
-                         bias["output_bias"], state.cvt, m.cvt_out, m.shapes, f["fb_dest"],
-                         f["fb_op"], f["rnd"], f["ovf"], state.usr >> 20 & 1, state.usr >> 21 & 1,
-                         ebits, mbits)
-
-        def commit():
-            state.cvt[...] = m.cvt_out
-            swap()
-        return commit
-
-    reads = (("acc", index), ("bias", sel), "usr", "cvt") + issue.waited()
-    writes = ("cvt", ("acc", index)) if clear else ("cvt",)
-    label = f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
-    op = b.add("cvt", m.cycles("cvt_cycles"), reads=reads, writes=writes, tag=e.index,
-               label=label)
-    e.act(op, action)
-
-
-def _write_convert(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    addr, state, vtcm = e.step.item.fields["address"], m.state, m.spaces["vtcm"]
-
-    def action():
-        data = datapath.write_convert(state)
-        return lambda: vtcm.store(addr, data)
-    op = b.add("cvt", m.cycles("cvt_write_cycles"), reads=("cvt",) + e.issue.waited(),
-               writes=m.blocks(addr, CROUTON_BYTES),
-               transfers=((b.port("vtcm.hmx"), CROUTON_BYTES),), tag=e.index,
-               label=f"write cvt -> {addr:#x}")
-    e.act(op, action if m.numerics else None)
-
-
-def _bias(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    f, state, vtcm = e.step.item.fields, m.state, m.spaces["vtcm"]
-    addr, index = f["address"], f["index"]
-    load = e.step.item.kind == "bias_load"
-
-    def action():
-        if load:
-            words = layouts.unpack_bias_words(vtcm.view(addr, BIAS_SET_BYTES))
-            return lambda: state.set_bias(index, words)
-        data = layouts.pack_bias_words(state.bias[index])
-        return lambda: vtcm.store(addr, data)
-
-    blocks = m.blocks(addr, BIAS_SET_BYTES)
-    resource = (("bias", index),)
-    op = b.add("cvt", m.cycles("bias_cycles"),
-               reads=(blocks if load else resource) + e.issue.waited(),
-               writes=resource if load else blocks,
-               transfers=((b.port("vtcm.hmx"), BIAS_SET_BYTES),), tag=e.index,
-               label=f"bias {'load' if load else 'store'} {addr:#x} [{index}]")
-    e.act(op, action if m.numerics else None)
-
-
-def _clear(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    op = b.add("mpy", m.cycles("clracc_cycles"), reads=e.issue.waited(),
-               writes=(("acc", 0), ("acc", 1)), tag=e.index, label="clear acc")
-    e.act(op, lambda: lambda: m.state.acc.fill(0))
-
-
-def _usr(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    value = e.step.plan
-    op = b.add("cvt", m.cycles("usr_cycles"), reads=e.issue.waited(), writes=("usr",),
-               tag=e.index, label=f"USR = {value:#x}")
-    e.act(op, lambda: lambda: setattr(m.state, "usr", value))
-
-
-def _hvx(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    plan, vtcm = e.step.plan, m.spaces["vtcm"]
-    reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
-    writes = sum((m.blocks(a, n) for a, n in plan.writes), ())
-    op = b.add("hvx", m.cycles(plan.cost, plan.vectors), reads=reads + e.issue.waited(),
-               writes=writes, transfers=((b.port("vtcm.hvx"), plan.moved),), tag=e.index,
-               label=f"{e.step.item.spec.name} {plan.vectors}v")
-    e.act(op, (lambda: plan.run(vtcm)) if m.numerics else None)
-
-
-def _dma(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    copy, issue = e.step.plan, e.issue
-    token = ("dma", len(issue.dma_tokens), issue.waits)
-    issue.dma_tokens.append(token)
-    reads = ()
-    if copy.src.name == "vtcm":  # the thread sees its earlier HMX/HVX stores before it starts
-        last = copy.src_addr + (copy.rows - 1) * copy.src_stride
-        reads = m.blocks(min(copy.src_addr, last), abs(last - copy.src_addr) + copy.row_bytes)
-    m.dma.add(b, copy, token, e.index, e.actions if m.numerics else None, reads=reads)
-
-
-def _dma_wait(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    issue = e.issue
-    issue.waits += 1
-    tokens, issue.dma_tokens = tuple(issue.dma_tokens), []
-    issue.sync = ("dma_wait", issue.waits)
-    b.add("dma", 0, reads=tokens, writes=(issue.sync,), tag=e.index, label="dma_wait")
-
-
-def _dma_fence(m: HmxMachine, b: OpBuilder, e: Emit) -> None:
-    # every HMX and HVX op since the last fence reads ``issue.fence``: writing it waits (WAR) for
-    # them to start, i.e. to have read their operands; later DMAs queue behind it on the unit
-    fence = e.issue.fence
-    e.issue.fence = ("dma_fence", fence[1] + 1)
-    b.add("dma", 0, writes=(fence,), tag=e.index, label="dma_fence")
-
-
-BUILDERS: dict[str, Callable[[HmxMachine, OpBuilder, Emit], None]] = {
-    "mpy": _multiply, "cvt": _convert, "cvt_write": _write_convert, "bias_load": _bias,
-    "bias_store": _bias, "clracc": _clear, "usr": _usr, "hvx": _hvx, "dma": _dma,
-    "dma_wait": _dma_wait, "dma_fence": _dma_fence,
-}

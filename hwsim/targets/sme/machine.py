@@ -148,7 +148,7 @@ class SmeMachine(Machine):
     def _refuse(self, program, i: int, sm: bool, za: bool):
         if i in program.routines:
             routine = program.routines[i]
-            raise ProgramError(f"{routine.op.loc}: vec {routine.op.name}: needs PSTATE.SM = 1 "
+            raise ProgramError(f"{routine.call.loc}: vec {routine.row.name}: needs PSTATE.SM = 1 "
                                "(run smstart first)")
         ins = sme.decode(int(program.words[i]), program.loc(i))
         needs = REQUIRES.get(ins.op, "")
@@ -207,7 +207,7 @@ class SmeMachine(Machine):
             xfers.append((loads, cost.stored))
         deps = [(b.resource(r), DEP_WRITE) for r in VECTOR_WRITES]
         return _Row(UNITS.index("vec"), cost.cycles, cost.latency, 0, b.label(
-            f"vec {bound.routine.name}"), deps, xfers, None, False, None)
+            f"vec {bound.row.name}"), deps, xfers, None, False, None)
 
     def _ordered_costs(self, chunk: Chunk, rows: list, which: np.ndarray, t) -> None:
         """Costs that follow program order: the first outer product after one on another

@@ -14,7 +14,7 @@ window or of an im2col row once) and writes go through the machine's load and st
 and the routine lasts at least as long as they take. Results land when it ends.
 
 Semantics: integer routines are the TOSA 1.0 integer operators, bit-exact
-(``hwsim.targets.gap9.kernel_ops``/``tosa_int``, shared with GAP9's cluster kernels); float
+(``hwsim.tosa_int``, shared with GAP9's cluster kernels); float
 routines compute in fp32 with one IEEE rounding per operation as SVE's FADD/FMUL/FDIV/FMAX would
 (EXP uses numpy's fp32 exp, not an SVE FEXPA sequence); bf16 tensors are read exactly and
 written rounded to nearest even (BFCVT). Memory ordering with the load/store unit is kept by
@@ -36,42 +36,27 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hwsim.errors import HwsimError, ProgramError, TraceSyntaxError
-from hwsim.isa.sme_vector import DTYPES, TensorRef, VecOp
-from hwsim.targets.gap9 import kernel_ops as ops
-from hwsim.targets.gap9 import tosa_int as ti
-from hwsim.targets.gap9.kernels import run_rescale
-from hwsim.targets.routines import Arg, In, Out, arguments, broadcast
+from hwsim.errors import TraceSyntaxError
+from hwsim.isa.arguments import TensorRef
+from hwsim.isa.sme_vector import DTYPES, VecOp
+from hwsim.targets.routines import (Arg, Bound, In, Out, Row, broadcast, fail, run_rescale,
+                                    where)
+from hwsim.targets.routines import bind as routine_bind
 from hwsim.targets.sme import layouts
+from hwsim.tosa_int import helpers as ti
+from hwsim.tosa_int import operators as ops
 
 INTS = ("i8", "i16", "i32")
 FLOAT = ("f32", "bf16")
 
 
-
-
-
 @dataclass(frozen=True)
-class Routine:
-    name: str
-    args: dict
-    infer: Callable     # (tensors, attrs) -> {output: shape}; raises ProgramError
-    run: Callable       # (values, attrs, tensors) -> {output: values}
+class Routine(Row):
+    """A ``vec`` routine: ``infer`` gives each output's shape."""
+
     ops: Any            # parameter of SSVE instructions per vector, None, or (t, a) -> either
     work: Callable      # (tensors, attrs, svl_bytes) -> vectors
     loads: Callable = None   # (tensors, attrs) -> bytes read; default: the input tensors
-
-
-@dataclass
-class Bound:
-    routine: Routine
-    tensors: dict
-    attrs: dict
-    op: VecOp
-
-
-def _fail(msg: str):
-    raise ProgramError(msg)
 
 
 # -- reading and writing tensors -----------------------------------------------------------------
@@ -102,7 +87,7 @@ def encode(values, dtype: str) -> np.ndarray:
 def _same_kind(t, names):
     kinds = {t[n].dtype in FLOAT for n in names if n in t}
     if len(kinds) > 1:
-        _fail(f"{', '.join(n for n in names if n in t)}: mixes integer and float tensors")
+        fail(f"{', '.join(n for n in names if n in t)}: mixes integer and float tensors")
 
 
 def _binary_shape(t, a):
@@ -130,10 +115,10 @@ def _same(t, a):
 def _conv_out(t, a, kernel):
     x = t["in"].shape
     if len(x) != 4:
-        _fail("expected an NHWC input")
+        fail("expected an NHWC input")
     oh, ow, exact = ops.conv_out_hw(x[1:3], kernel, a["pad"], a["stride"], a["dilation"])
     if not exact or oh < 1 or ow < 1:
-        _fail("output size does not divide exactly (TOSA ERROR_IF)")
+        fail("output size does not divide exactly (TOSA ERROR_IF)")
     return x[0], oh, ow
 
 
@@ -142,7 +127,7 @@ def _pack_shape(t, a):
     x = t["in"].shape
     if a["transpose"]:
         if len(x) != 3 or x[0] != 1:
-            _fail("transpose=1 packs a [1, K, R] matrix")
+            fail("transpose=1 packs a [1, K, R] matrix")
         r, k, groups = x[2], x[1], 1
     else:
         n, oh, ow = _conv_out(t, a, a["kernel"])
@@ -153,7 +138,7 @@ def _pack_shape(t, a):
             k = a["group"] * layouts.padded(taps, a["depth"])
     count = groups * layouts.panel_elements(r, k, a["rows"], a["vectors"], a["depth"])
     if t["out"].shape != (count,):
-        _fail(f"output out: expected shape {count} (the packed panels), found "
+        fail(f"output out: expected shape {count} (the packed panels), found "
               f"{'x'.join(map(str, t['out'].shape))}")
     return {"out": (count,)}
 
@@ -190,7 +175,7 @@ def _run_pack(x, a, t):
 def _rescale_shape(t, a):
     c = t["in"].shape[-1]
     if t["mult"].shape[-1] not in (1, c) or t["shift"].shape != t["mult"].shape:
-        _fail(f"rescale: mult and shift need 1 or {c} entries")
+        fail(f"rescale: mult and shift need 1 or {c} entries")
     return {"out": t["in"].shape}
 
 
@@ -235,7 +220,7 @@ def _reduce(name):
 def _axis_shape(t, a):
     _same_kind(t, ("in", "out"))
     if not 0 <= a["axis"] < len(t["in"].shape):
-        _fail(f"axis {a['axis']} outside rank {len(t['in'].shape)}")
+        fail(f"axis {a['axis']} outside rank {len(t['in'].shape)}")
     return {"out": tuple(1 if i == a["axis"] else d for i, d in enumerate(t["in"].shape))}
 
 
@@ -254,33 +239,33 @@ def _slice_shape(t, a):
     x = t["in"].shape
     if len(a["start"]) != len(x) or len(a["size"]) != len(x) or any(
             s < 0 or n < 1 or s + n > d for s, n, d in zip(a["start"], a["size"], x)):
-        _fail("slice: start and size must lie inside the input")
+        fail("slice: start and size must lie inside the input")
     return {"out": tuple(a["size"])}
 
 
 def _reshape_shape(t, a):
     if t["out"].size != t["in"].size:
-        _fail(f"reshape: {t['in'].size} elements in, {t['out'].size} out")
+        fail(f"reshape: {t['in'].size} elements in, {t['out'].size} out")
     return {"out": t["out"].shape}
 
 
 def _transpose_shape(t, a):
     if sorted(a["perms"]) != list(range(len(t["in"].shape))):
-        _fail(f"transpose: perms {a['perms']} is not a permutation of the axes")
+        fail(f"transpose: perms {a['perms']} is not a permutation of the axes")
     return {"out": tuple(t["in"].shape[p] for p in a["perms"])}
 
 
 def _pad_shape(t, a):
     x, p = t["in"].shape, a["padding"]
     if len(p) != 2 * len(x) or min(p) < 0:
-        _fail(f"pad: padding needs {2 * len(x)} non-negative entries")
+        fail(f"pad: padding needs {2 * len(x)} non-negative entries")
     return {"out": tuple(d + p[2 * i] + p[2 * i + 1] for i, d in enumerate(x))}
 
 
 def _table_shape(t, a):
     size = 256 if t["in"].dtype == "i8" else 513
     if t["table"].shape != (size,) or t["table"].dtype != t["in"].dtype:
-        _fail(f"table: {t['in'].dtype} input needs a {t['in'].dtype} table of {size} entries")
+        fail(f"table: {t['in'].dtype} input needs a {t['in'].dtype} table of {size} entries")
     return {"out": t["in"].shape}
 
 
@@ -379,24 +364,15 @@ ROUTINES = {r.name: r for r in [
 # -- binding and execution -----------------------------------------------------------------------
 def bind(op: VecOp, space) -> Bound:
     """Check a ``vec`` line against its routine's row: names, kinds, dtypes, shapes, bounds."""
-    loc = op.loc
-    routine, tensors, attrs = arguments(op, ROUTINES, "vec routine", TensorRef)
-    where = lambda name: op.arg_locs.get(name, loc)                     # noqa: E731
-    for name, ref in tensors.items():
-        try:
-            space.offset(ref.addr, ref.nbytes)
-        except HwsimError as exc:
-            raise TraceSyntaxError(where(name), f"{routine.name}: tensor {name}: {exc}") from None
-    try:
-        expected = routine.infer(tensors, attrs)
-    except ProgramError as exc:
-        raise TraceSyntaxError(loc, f"{routine.name}: {exc}") from None
+    bound, expected = routine_bind(op, ROUTINES, "vec routine", TensorRef,
+                                   lambda routine, name, ref: space)
     for name, shape in expected.items():
-        if tuple(shape) != tensors[name].shape:
-            raise TraceSyntaxError(where(name), f"{routine.name}: output {name}: expected shape "
-                                                f"{'x'.join(map(str, shape))}, found "
-                                                f"{'x'.join(map(str, tensors[name].shape))}")
-    return Bound(routine, tensors, attrs, op)
+        found = bound.tensors[name].shape
+        if tuple(shape) != found:
+            raise TraceSyntaxError(where(op, name), f"{bound.row.name}: output {name}: expected "
+                                                    f"shape {'x'.join(map(str, shape))}, found "
+                                                    f"{'x'.join(map(str, found))}")
+    return bound
 
 
 @dataclass(frozen=True)
@@ -411,7 +387,7 @@ class Cost:
 
 
 def cost(bound: Bound, t, svl_bytes: int) -> Cost:
-    routine, tensors, attrs = bound.routine, bound.tensors, bound.attrs
+    routine, tensors, attrs = bound.row, bound.tensors, bound.attrs
     vectors = routine.work(tensors, attrs, svl_bytes)
     ops = routine.ops(tensors, attrs) if callable(routine.ops) else routine.ops
     alu = getattr(t, ops) if ops else 0
@@ -425,7 +401,7 @@ def cost(bound: Bound, t, svl_bytes: int) -> Cost:
 def start(bound: Bound, space):
     """Run ``bound`` now: read its inputs and compute; the returned commit stores its outputs
     (they land when it ends)."""
-    routine, tensors, attrs = bound.routine, bound.tensors, bound.attrs
+    routine, tensors, attrs = bound.row, bound.tensors, bound.attrs
     values = {n: read(space, r) for n, r in tensors.items() if routine.args[n].kind == "in"}
     with np.errstate(all="ignore"):
         outputs = routine.run(values, attrs, tensors)

@@ -34,8 +34,8 @@ import numpy as np
 
 from hwsim.errors import TosaError
 from hwsim.tosa.dtypes import BY_ENUM, DType, cast, dtype
-from hwsim.tosa.flatbuf import Pending, build_graph, fix_batch
 from hwsim.tosa.ir import Graph
+from hwsim.tosa.pending import Pending, build_graph, fix_batch
 from hwsim.tosa.schema import schema as schema_10
 from hwsim.tosa.v080.form import Graph080, Op080
 from hwsim.tosa.v080.schema import schema as schema_080

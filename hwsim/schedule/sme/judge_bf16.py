@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.schedule.check import goldens
+from hwsim.schedule.goldens import goldens
 from hwsim.schedule.lowering import Layer
 from hwsim.targets.sme.layouts import bf16_bits, bf16_values
 from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Operator, Tensor
 from hwsim.tosa.judge import Verdict, dot_product_shape, judge
-from hwsim.tosa.numerics import DotProductRule, check_dot_product
+from hwsim.tosa.compliance import DotProductRule, check_dot_product
 from hwsim.tosa.reference import ReferenceError
 
 DOT_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "MATMUL")

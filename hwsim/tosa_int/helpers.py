@@ -1,4 +1,4 @@
-"""TOSA integer helpers, vectorised: the exact semantics the cluster kernels implement.
+"""TOSA integer helpers, vectorised: the exact semantics the machines' integer kernels implement.
 
 Each function follows the TOSA 1.0 pseudocode (docs/sources.md#tosa): section 4.5.5 for the
 scale helpers, 1.12.5 for the lookup, 2.13.2 for RESCALE, 2.5.2 for ARITHMETIC_RIGHT_SHIFT.

@@ -1,7 +1,8 @@
-"""What the cluster kernels compute: each function is one TOSA 1.0 operator's integer semantics.
+"""TOSA 1.0 operators on integers: each function is one operator's integer semantics, what
+GAP9's cluster kernels and SME's integer ``vec`` routines compute.
 
-Inputs are int64 arrays holding the tensors' values, outputs int64 arrays; ``kernels`` reads and
-writes L1 around them. Sources are the TOSA 1.0 pseudocode (docs/sources.md#tosa,
+Inputs are int64 arrays holding the tensors' values, outputs int64 arrays; the machines read
+and write their memories around them. Sources are the TOSA 1.0 pseudocode (docs/sources.md#tosa,
 spec chapter 2): CONV2D and DEPTHWISE_CONV2D (zero points subtracted, padding contributes 0, bias
 added after the sum), MATMUL, AVG_POOL2D (valid-position count, ``reciprocal_scale``),
 MAX_POOL2D (padding ignored), ADD/SUB/MAXIMUM/MINIMUM (int32), MUL (with shift), TABLE,
@@ -17,18 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.targets.gap9 import tosa_int as ti
-
-
-def _pad_axis(pad, stride, dilation, kernel, size):
-    """Output size of a conv/pool axis and whether it divides exactly (TOSA idiv_check)."""
-    span = size - 1 + pad[0] + pad[1] - (kernel - 1) * dilation
-    return span // stride + 1, span % stride == 0
+from hwsim.shapes import conv_out
+from hwsim.tosa_int import helpers as ti
 
 
 def conv_out_hw(hw, kernel, pad, stride, dilation=(1, 1)) -> tuple[int, int, bool]:
-    oh, ok_h = _pad_axis(pad[0:2], stride[0], dilation[0], kernel[0], hw[0])
-    ow, ok_w = _pad_axis(pad[2:4], stride[1], dilation[1], kernel[1], hw[1])
+    """(OH, OW, whether both divide exactly) of a window operator on NHWC (``pad``: top,
+    bottom, left, right)."""
+    oh, ok_h = conv_out(hw[0], kernel[0], pad[0], pad[1], stride[0], dilation[0])
+    ow, ok_w = conv_out(hw[1], kernel[1], pad[2], pad[3], stride[1], dilation[1])
     return oh, ow, ok_h and ok_w
 
 

@@ -1,4 +1,4 @@
-"""Plain-text reports of a run."""
+"""The plain-text summary of a run."""
 
 from __future__ import annotations
 
