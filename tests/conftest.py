@@ -1,4 +1,10 @@
-"""Every program a test runs on a machine also runs on the other timing engine.
+"""The test run's options, and a check that every program runs alike on both timing engines.
+
+``python -m pytest`` runs the quick loop: tests marked ``slow`` are deselected and the property
+tests run the quick hypothesis profile (``tests/profiles.py``). ``python -m pytest --all`` runs
+every test with the thorough profile (CI does); ``-m slow`` selects the slow ones alone.
+
+Every program a test runs on a machine also runs on the other timing engine.
 
 The compiled engine is the default; the simpy engine is its reference twin. Whenever a test runs
 a program of at most ``TWIN_OPS`` ops, this fixture runs it first on a copy of the machine with
@@ -16,8 +22,27 @@ import numpy as np
 import pytest
 
 from hwsim.targets.base import Machine
+from tests import profiles
 
 TWIN_OPS = 4000
+
+
+def pytest_addoption(parser):
+    parser.addoption("--all", action="store_true", dest="run_all",
+                     help="run the slow tests too, with the thorough hypothesis profile")
+
+
+def pytest_configure(config):
+    profiles.use(config.option.run_all)
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.option.run_all or config.option.markexpr:
+        return                                  # everything, or what -m asks for
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 def state_differences(a, b, path="machine") -> list[str]:

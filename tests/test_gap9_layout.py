@@ -7,9 +7,10 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import EncodingError, ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.targets.gap9 import layout
+from tests.profiles import examples
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(bits=st.integers(1, 8), cout=st.integers(1, 40), cin=st.integers(1, 40),
        kernel=st.sampled_from([1, 3]), mode16=st.booleans(), depthwise=st.booleans(),
        seed=st.integers(0, 1 << 30))
@@ -24,7 +25,7 @@ def test_conv_weights_round_trip(bits, cout, cin, kernel, mode16, depthwise, see
     assert np.array_equal(back, w)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(bits=st.integers(1, 8), cout=st.integers(1, 20), cin=st.integers(1, 300),
        seed=st.integers(0, 1 << 30))
 def test_linear_weights_round_trip(bits, cout, cin, seed):

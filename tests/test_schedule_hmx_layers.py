@@ -21,6 +21,7 @@ from hwsim.schedule.hmx import conv as C
 from hwsim.schedule.hmx import layer as L
 from hwsim.schedule.hmx import vector as V
 from hwsim.schedule.hmx.program import Arena, Program, WeightStream, spatial_offset, tile_mask
+from tests.profiles import examples
 
 VTCM_BASE, DDR_BASE = 0, 0x8000_0000
 
@@ -91,7 +92,7 @@ convs = st.builds(
     st.booleans(), st.booleans(), st.integers(1, 2))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(conv=convs.filter(lambda c: c.h_out > 0 and c.w_out > 0), fold=st.booleans())
 def test_convolutions_within_the_fp16_bound(conv, fold):
     got, want, bound, _, _ = run_conv(conv, C.ConvPlan(conv, fold))
