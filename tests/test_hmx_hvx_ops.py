@@ -43,6 +43,7 @@ def run_kernel(kernel, a, out_dtype=np.uint16):
     return out
 
 
+@pytest.mark.slow
 def test_exp_is_correctly_rounded_for_every_fp16():
     got = run_kernel(K.fp16_exp, ALL_FP16)
     assert (got == run_kernel(K.fp16_exp_twin, ALL_FP16)).all()
@@ -63,6 +64,7 @@ def test_exp_is_correctly_rounded_for_every_fp16():
         assert got[bits] == want, hex(bits)
 
 
+@pytest.mark.slow
 def test_reciprocal_is_correctly_rounded_for_every_fp16():
     got = run_kernel(K.fp16_recip, ALL_FP16)
     assert (got == run_kernel(K.fp16_recip_twin, ALL_FP16)).all()

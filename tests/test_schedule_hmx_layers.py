@@ -186,6 +186,7 @@ def test_binary_with_broadcast(op, fn, sa, sb):
     assert (got.view(np.uint16) == want.view(np.uint16)).all()
 
 
+@pytest.mark.slow
 def test_unary_reduce_pool_and_casts():
     x = fp16((2, 5, 6, 3), 3)
     flat = x.reshape(-1)
