@@ -207,7 +207,10 @@ def render(markdown: str, where: str = "<page>") -> str:
         if name not in TABLES:
             raise ValueError(f"{where}: unknown results table {name!r}; expected one of "
                              f"{', '.join(TABLES)}")
-        return TABLES[name]()
+        try:
+            return TABLES[name]()
+        except (OSError, ValueError, KeyError) as exc:    # a results file missing or changed
+            raise ValueError(f"{where}: results table {name!r}: {exc!r}") from None
     return MARKER.sub(table, markdown)
 
 

@@ -40,10 +40,14 @@ def test_every_results_table_renders_and_is_used():
     assert "| kws_ref_model | exact | 2.66 M | 152,405 | 412 us | 26 | yes |" in gap9
 
 
-def test_an_unknown_results_table_is_refused():
+def test_an_unknown_table_or_a_missing_results_file_is_refused(tmp_path, monkeypatch):
     import pytest
+    tables = _tables()
     with pytest.raises(ValueError, match="page.md: unknown results table 'nope'"):
-        _tables().render("<!-- results: nope -->", "page.md")
+        tables.render("<!-- results: nope -->", "page.md")
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="page.md: results table 'gemm': FileNotFoundError"):
+        tables.render("<!-- results: gemm -->", "page.md")
 
 
 def test_the_readme_is_short_and_its_links_resolve():

@@ -92,6 +92,7 @@ convs = st.builds(
     st.booleans(), st.booleans(), st.integers(1, 2))
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(25), deadline=None)
 @given(conv=convs.filter(lambda c: c.h_out > 0 and c.w_out > 0), fold=st.booleans())
 def test_convolutions_within_the_fp16_bound(conv, fold):
