@@ -116,7 +116,7 @@ def test_docs_graph_example_runs(monkeypatch):
     page = (Path(__file__).resolve().parents[1] / "docs" / "tosa.md").read_text()
     section = page[page.index("## The graph IR"):]
     begin = section.index("```python\n") + len("```python\n")
-    code = section[begin:section.index("```\n", begin)]
+    code = section[begin:section.index("```\n", begin)].replace("../shared/models", str(SHARED))
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     scope: dict = {}
     exec(compile(code, "docs/tosa.md", "exec"), scope)
