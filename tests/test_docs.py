@@ -3,9 +3,12 @@ renders from benchmarks/results, the README stays short and its links resolve, a
 contributor's guide runs as written (CI also builds the site with ``mkdocs build --strict``)."""
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
+
+import pytest
 
 from hwsim.schedule import LOWERINGS
 from hwsim.targets import MACHINES
@@ -36,12 +39,19 @@ def test_every_results_table_renders_and_is_used():
         rendered = tables.render(text, page.name)
         assert not tables.MARKER.search(rendered)
     assert used == set(tables.TABLES)
-    gap9 = tables.render("<!-- results: models-gap9 -->")
-    assert "| kws_ref_model | exact | 2.66 M | 152,405 | 412 us | 26 | yes |" in gap9
+
+
+def test_a_results_row_renders_with_its_units(tmp_path, monkeypatch):
+    tables = _tables()
+    row = {"target": "gap9", "model": "kws", "mode": "exact", "macs": 2656768,
+           "cycles": 152405, "simulated_ms": 0.41190540, "layers": 26, "bit_exact": True}
+    (tmp_path / "models.json").write_text(json.dumps({"rows": [row]}))
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    assert tables.render("<!-- results: models-gap9 -->").splitlines()[2] == \
+        "| kws | exact | 2.66 M | 152,405 | 412 us | 26 | yes |"
 
 
 def test_an_unknown_table_or_a_missing_results_file_is_refused(tmp_path, monkeypatch):
-    import pytest
     tables = _tables()
     with pytest.raises(ValueError, match="page.md: unknown results table 'nope'"):
         tables.render("<!-- results: nope -->", "page.md")
