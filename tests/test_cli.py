@@ -127,7 +127,7 @@ def test_version(capsys):
 def test_python_api_state_persists_across_runs(example):
     m = hwsim.machine("hmx")
     first = m.run(example)
-    assert first.cycles > 0 and first.seconds > 0 and first.stats["macs"] > 0
+    assert first.cycles == 72 and first.seconds == 72 / 2.11e9 and first.stats["macs"] == 32768
     out = m.memory("vtcm").read(0x1800, 2048)
     assert out.dtype == np.uint8 and out.size == 2048 and not first.expect_failures
     # a second run on the same machine sees the first run's memory: convert the same result again

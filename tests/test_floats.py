@@ -6,11 +6,12 @@ from hypothesis import given, settings, strategies as st
 
 from hwsim.targets import floats
 from tests import oracle
+from tests.profiles import examples
 
 FORMATS = [floats.FP16, floats.BF16, floats.FP32, (5, 14), (5, 15), (8, 27)]
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(fmt=st.sampled_from(FORMATS), negative=st.booleans(),
        sig=st.integers(1, (1 << 60) - 1), exp=st.integers(-200, 120),
        sticky=st.booleans(), mode=st.integers(0, 5), flush=st.sampled_from([0, 1, 2]),
@@ -30,7 +31,7 @@ def test_round_pack_matches_oracle(fmt, negative, sig, exp, sticky, mode, flush,
     assert int(got) == want
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(fmt=st.sampled_from(FORMATS), data=st.data())
 def test_unpack_is_exact(fmt, data):
     ebits, mbits = fmt
@@ -55,7 +56,7 @@ def test_overflow_and_flags():
     assert int(bits) == 0x4200 and flags == 0
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=examples(3000), deadline=None)
 @given(fmt=st.sampled_from(FORMATS), signs=st.tuples(st.booleans(), st.booleans()),
        sig1=st.integers(0, (1 << 48) - 1), sig2=st.integers(0, (1 << 48) - 1),
        exp1=st.integers(-300, 200), gap=st.integers(-80, 80), mode=st.integers(0, 5))

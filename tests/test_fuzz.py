@@ -28,7 +28,7 @@ from tests.models import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = sorted((ROOT / "examples").rglob("*.trace"))
-TRACE_CASES, TRACE_FAST = 1000, 60
+TRACE_CASES, TRACE_FAST = 1000, 25
 MODEL_CASES = {"tosa": 200, "mlir": 60, "tflite": 60}       # per loader, 320 in all
 MODEL_FAST = {"tosa": 30, "mlir": 8, "tflite": 6}
 SECONDS_PER_CASE = 60

@@ -7,9 +7,10 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import EncodingError, ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.targets.gap9 import layout
+from tests.profiles import examples
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(bits=st.integers(1, 8), cout=st.integers(1, 40), cin=st.integers(1, 40),
        kernel=st.sampled_from([1, 3]), mode16=st.booleans(), depthwise=st.booleans(),
        seed=st.integers(0, 1 << 30))
@@ -24,7 +25,7 @@ def test_conv_weights_round_trip(bits, cout, cin, kernel, mode16, depthwise, see
     assert np.array_equal(back, w)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(bits=st.integers(1, 8), cout=st.integers(1, 20), cin=st.integers(1, 300),
        seed=st.integers(0, 1 << 30))
 def test_linear_weights_round_trip(bits, cout, cin, seed):
@@ -77,10 +78,10 @@ def test_register_table():
     assert isa.word(-1) == 0xFFFFFFFF
 
 
-def test_readme_config0_table_is_the_register_table():
+def test_docs_config0_table_is_the_register_table():
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("<!-- config0 table")[1].split("<!-- /config0 table -->")[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "gap9.md").read_text()
+    table = page.split("<!-- config0 table")[1].split("<!-- /config0 table -->")[0]
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1:] == [f"| {bits} | {name} | {doc} |" for bits, name, doc in
                         isa.CONFIG0.describe()]

@@ -14,6 +14,7 @@ from hwsim.targets.gap9.ne16_datapath import (depthwise_wrap32, depthwise_wrap32
 from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
 from hwsim.targets.gap9.ne16_job import Ne16Job
 from tests import gap9_oracle as ref
+from tests.profiles import examples
 
 BASE = 0x10000000
 X, W, OUT, SCALE, BIAS, SHIFT = (BASE + o for o in (0x100, 0x8000, 0x10000, 0x1F000, 0x1F400,
@@ -284,7 +285,7 @@ def test_datapaths_agree_on_arbitrary_bytes(case, norm):
                      **readings)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_random_layers_match_the_reference(data):
     draw = data.draw

@@ -115,7 +115,7 @@ def test_layer_example_against_exact_values():
 
 def test_quick_start_command(capsys):
     assert cli_main(["run", str(EXAMPLES / "basic_multiply.trace")]) == 0
-    assert "cycles" in capsys.readouterr().out
+    assert "\ncycles       72\n" in capsys.readouterr().out
 
 
 def test_example_data_is_reproducible(tmp_path):

@@ -8,6 +8,7 @@ import hwsim
 from hwsim.targets.hmx import hvx_kernels as hvx
 from hwsim.targets.hmx import layouts as L
 from tests import hmx_oracle as O
+from tests.profiles import examples
 
 fp16 = st.one_of(st.integers(0, 0xFFFF), st.sampled_from(
     [0x0000, 0x8000, 0x0001, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x3C00, 0x0400, 0x03FF]))
@@ -25,7 +26,7 @@ def oracle_binary(x: int, y: int, mul: bool) -> int:
     return O.oracle.round_to(v[0], 5, 10)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(pairs=arrays, mul=st.booleans())
 def test_fp16_add_mul_exact(pairs, mul):
     a = np.array([p[0] for p in pairs], dtype=np.uint16)
@@ -54,7 +55,7 @@ def test_fp16_add_mul_match_twin_on_many_pairs(mul):
     assert (out == twin).all()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(values=st.lists(fp16, min_size=1, max_size=64),
        lo=fp16.filter(lambda v: not O.is_nan(O.value(v, 5, 10)[0])),
        hi=fp16.filter(lambda v: not O.is_nan(O.value(v, 5, 10)[0])))

@@ -15,6 +15,7 @@ from hwsim.isa.hmx import Multiply, format_item, parse_program
 from hwsim.targets.hmx import hvx_kernels as K
 from hwsim.traces.reader import parse_trace, read_trace
 from tests import oracle
+from tests.profiles import examples
 
 ALL_FP16 = np.arange(1 << 16, dtype=np.uint16)
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "hmx"
@@ -42,6 +43,7 @@ def run_kernel(kernel, a, out_dtype=np.uint16):
     return out
 
 
+@pytest.mark.slow
 def test_exp_is_correctly_rounded_for_every_fp16():
     got = run_kernel(K.fp16_exp, ALL_FP16)
     assert (got == run_kernel(K.fp16_exp_twin, ALL_FP16)).all()
@@ -62,6 +64,7 @@ def test_exp_is_correctly_rounded_for_every_fp16():
         assert got[bits] == want, hex(bits)
 
 
+@pytest.mark.slow
 def test_reciprocal_is_correctly_rounded_for_every_fp16():
     got = run_kernel(K.fp16_recip, ALL_FP16)
     assert (got == run_kernel(K.fp16_recip_twin, ALL_FP16)).all()
@@ -103,7 +106,7 @@ def test_casts_between_fp32_and_fp16():
 finite_fp16 = st.integers(0, 0xFFFF).filter(lambda b: b & 0x7C00 != 0x7C00)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(finite_fp16, min_size=6, max_size=48), st.integers(1, 3))
 @example([0, 0x8000, 0, 0, 0x8000, 0], 3)   # a column of -0 sums to +0 (TOSA: acc = 0)
 def test_reductions_against_fp32_oracle(values, inner):

@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import EncodingError, Location, ProgramError, TraceSyntaxError
 from hwsim.isa import hmx
 from hwsim.isa.fields import Word
+from tests.profiles import examples
 
 WORDS = [getattr(hmx, name) for name in dir(hmx) if isinstance(getattr(hmx, name), Word)]
 LOC = Location("t.trace", 3, 1)
@@ -39,7 +40,7 @@ def test_manual_register_values():
 
 @pytest.mark.parametrize("word", WORDS, ids=lambda w: w.name)
 def test_random_words_decode_or_raise_encoding_error(word):
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(st.integers(0, (1 << word.width) - 1))
     def check(value):
         try:

@@ -6,6 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from hwsim.targets.hmx import layouts as L
 from hwsim.targets.hmx.machine import single_rows
+from tests.profiles import examples
 
 rng = np.random.default_rng(7)
 
@@ -35,7 +36,7 @@ def test_weights_follow_write_wgt_vtcm():
     assert (L.weights_matrix(packed) == w.view(np.uint16).T).all()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(k_out=st.integers(1, 70), k_in=st.integers(1, 70))
 def test_weights_round_trip(k_out, k_in):
     w = random_fp16(k_out, k_in)
@@ -44,7 +45,7 @@ def test_weights_round_trip(k_out, k_in):
     assert (L.unpack_weights(packed, k_out, k_in).view(np.uint16) == w.view(np.uint16)).all()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(h=st.integers(1, 20), w=st.integers(1, 20), c=st.integers(1, 70), mask=st.integers(0, 31))
 def test_nhwc_round_trip(h, w, c, mask):
     x = random_fp16(h, w, c)
@@ -106,7 +107,7 @@ def test_bad_shapes_are_clear_errors(bad, message):
         bad()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(h=st.integers(1, 13), w=st.integers(1, 40), c=st.integers(1, 70),
        mask=st.integers(0, 31), start=st.integers(0, 5))
 def test_hvx_layout_kernels_match_the_layouts(h, w, c, mask, start):

@@ -278,6 +278,7 @@ def test_hvx_and_hmx_are_ordered_through_vtcm():
 
 # -- parameters -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_parameter_is_read_by_a_run_and_has_a_source():
     m = hwsim.machine("hmx")
     for trace in sorted(hwsim_examples().glob("*.trace")):

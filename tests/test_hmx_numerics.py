@@ -8,6 +8,7 @@ from hwsim.isa.hmx import BIAS_REG, CVT_RS
 from hwsim.targets.hmx import exact64 as X
 from hwsim.targets.hmx import numerics as N
 from tests import hmx_oracle as O
+from tests.profiles import examples
 
 SPECIAL_FP16 = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF,
                 0x7C00, 0xFC00, 0x7E00, 0xFFFF, 0x7C01, 0x5BFF, 0x4000]
@@ -38,7 +39,7 @@ def run_multiply(kernel, case, acc):
     return acc
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(case=multiply_case(), second=multiply_case())
 def test_multiply_matches_oracle(case, second):
     # two multiplies in a row, so that the second adds to any accumulator the first can leave
@@ -57,7 +58,7 @@ def test_multiply_matches_oracle(case, second):
     assert again.tolist() == want
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(case=multiply_case())
 def test_multiply_kernel_matches_numpy_twin(case):
     zero = np.zeros((case["act"].shape[1], case["wgt"].shape[1]), dtype=np.uint64)
@@ -193,7 +194,7 @@ def near_midpoints(draw):
     return O.oracle.encode(abs(acc), acc < 0, ebits, mbits), total, ebits, mbits
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(case=near_midpoints(), plain=st.tuples(st.integers(0, (1 << 53) - 1),
                                                st.integers(-48, 20)))
 def test_accumulator_plus_an_exact_sum_rounds_once(case, plain):
@@ -244,7 +245,7 @@ def oracle_convert(case):
                           case["usr21"], ebits, mbits, case["row3"])
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(case=convert_case())
 @example(case=dict(acc=1 << 36, bias=dict(input_bias=0, shape=0, scale=0, output_bias=0x80000),
                    prev=0, rs=dict(rnd=0, ovf=0, fb_op=0, fb_dest=0), fmt=(6, 30), usr20=0,
@@ -253,7 +254,7 @@ def test_convert_matches_oracle(case):
     assert run_convert(N.convert, case) == oracle_convert(case)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(case=convert_case())
 def test_convert_kernel_matches_plain_twin(case):
     assert run_convert(N.convert, case) == run_convert(N.convert.py_func, case)

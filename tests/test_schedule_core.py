@@ -171,6 +171,7 @@ def test_every_roof_is_a_report_level_so_the_roofline_has_its_layers(target):
     assert len(set(roofs["peaks"].values())) == len(roofs["peaks"])   # one line per rate
 
 
+@pytest.mark.slow
 def test_gap9_lowering_does_not_depend_on_the_hash_seed():
     # tight L1 makes the planner evict tensors: its choices must not follow set order
     code = ("import hwsim; print(hwsim.estimate('examples/models/ds_cnn_int8.tosa', 'gap9', "

@@ -21,6 +21,7 @@ from hwsim.schedule.hmx import conv as C
 from hwsim.schedule.hmx import layer as L
 from hwsim.schedule.hmx import vector as V
 from hwsim.schedule.hmx.program import Arena, HmxProgram, WeightStream, spatial_offset, tile_mask
+from tests.profiles import examples
 
 VTCM_BASE, DDR_BASE = 0, 0x8000_0000
 
@@ -91,7 +92,8 @@ convs = st.builds(
     st.booleans(), st.booleans(), st.integers(1, 2))
 
 
-@settings(max_examples=25, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(25), deadline=None)
 @given(conv=convs.filter(lambda c: c.h_out > 0 and c.w_out > 0), fold=st.booleans())
 def test_convolutions_within_the_fp16_bound(conv, fold):
     got, want, bound, _, _ = run_conv(conv, C.ConvPlan(conv, fold))
@@ -185,6 +187,7 @@ def test_binary_with_broadcast(op, fn, sa, sb):
     assert (got.view(np.uint16) == want.view(np.uint16)).all()
 
 
+@pytest.mark.slow
 def test_unary_reduce_pool_and_casts():
     x = fp16((2, 5, 6, 3), 3)
     flat = x.reshape(-1)

@@ -31,7 +31,8 @@ def explained(report) -> None:
                                           v.narrow.status != "deviates"), str(v)
 
 
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow)
+                                  if name == "mobilenet_v1" else name for name in sorted(SMALL)])
 def test_synthetic_fp32_models_check(name):
     graph = models.model(name, dtype="fp32", **SMALL[name])
     report = hwsim.estimate(graph, "hmx", check=True)
@@ -44,7 +45,8 @@ def test_synthetic_fp32_models_check(name):
     assert error < 2 ** -7  # a few FP16 ulps of the output's scale after the whole model
 
 
-@pytest.mark.parametrize("name", ["resnet8_fp32", "ad01_fp32"])
+@pytest.mark.parametrize("name", [pytest.param("resnet8_fp32", marks=pytest.mark.slow),
+                                  "ad01_fp32"])
 def test_mlperf_tiny_fp32_models_check(name):
     path = MODELS / f"{name}.tflite"
     if not path.exists():
@@ -52,6 +54,7 @@ def test_mlperf_tiny_fp32_models_check(name):
     explained(hwsim.estimate(path, "hmx", check=True))
 
 
+@pytest.mark.slow
 def test_compiled_program_reruns_with_the_same_cycles(tmp_path):
     graph = models.model("resnet8", dtype="fp32", **SMALL["resnet8"])
     report = hwsim.estimate(graph, "hmx")

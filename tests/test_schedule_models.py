@@ -78,8 +78,9 @@ real = pytest.mark.skipif(not MODELS.is_dir(), reason=WHERE)
 
 
 @real
-@pytest.mark.parametrize("name", ["kws_ref_model", "vww_96_int8", "resnet8_int8",
-                                  "ad01_int8"])
+@pytest.mark.parametrize("name", [                # the two larger models run with --all
+    "kws_ref_model", pytest.param("vww_96_int8", marks=pytest.mark.slow),
+    pytest.param("resnet8_int8", marks=pytest.mark.slow), "ad01_int8"])
 def test_mlperf_tiny_models_are_bit_exact(name):
     sample = MODELS / "kws_sample_input.npy"
     inputs = np.load(sample) if name == "kws_ref_model" else None

@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings, strategies as st
 from hwsim.errors import ScheduleError
 from hwsim.schedule import estimate
 from hwsim.tosa.builder import GraphBuilder
+from tests.profiles import examples
 
 RNG = np.random.default_rng(7)
 
@@ -215,7 +216,7 @@ def test_batches_run_whole_or_tiled_by_batch():
     assert all("ne16" not in r.units for r in report.layers)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(data=st.data())
 def test_random_convolution_layers_are_exact(data):
     draw = data.draw
@@ -237,7 +238,7 @@ def test_random_convolution_layers_are_exact(data):
     check(graph, draw(st.sampled_from(["exact", "ne16"])), params={"l1_size": l1})
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(data=st.data())
 def test_random_pools_and_chains_in_tiles_are_exact(data):
     draw = data.draw

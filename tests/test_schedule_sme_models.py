@@ -27,7 +27,9 @@ def _model(name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["kws_ref_model", "vww_96_int8", "resnet8_int8", "ad01_int8"])
+@pytest.mark.parametrize("name", [                # the two larger models run with --all
+    "kws_ref_model", pytest.param("vww_96_int8", marks=pytest.mark.slow),
+    pytest.param("resnet8_int8", marks=pytest.mark.slow), "ad01_int8"])
 def test_mlperf_tiny_int8_models_are_bit_exact(name):
     path = _model(name)
     inputs = [np.load(MODELS / "kws_sample_input.npy")] if name == "kws_ref_model" else None

@@ -18,6 +18,7 @@ def tests_dir(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_generated_operator_tests_pass_on_gap9(tests_dir, capsys):
     totals, out = conformance.run(tests_dir, capsys, "target=gap9")
     assert totals["expected_pass"] >= 60, out[-2000:]

@@ -22,6 +22,7 @@ from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import SEMANTICS
 from hwsim.targets.sme.state import FPCR
 from hwsim.traces.reader import read_trace
+from tests.profiles import examples
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sme"
 TRACES = sorted(EXAMPLES.rglob("*.trace"))
@@ -193,14 +194,14 @@ PROGRAMS = dict(svl=st.sampled_from([128, 256, 512]), seed=st.integers(0, 2 ** 3
                 numerics=st.booleans())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**PROGRAMS)
 def test_random_programs(svl, seed, program, numerics):
     check_random_program(svl, seed, program, numerics)
 
 
 @pytest.mark.slow
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**PROGRAMS)
 def test_random_programs_thoroughly(svl, seed, program, numerics):
     check_random_program(svl, seed, program, numerics)

@@ -6,6 +6,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from hwsim.errors import EncodingError, Location, TraceSyntaxError
 from hwsim.isa import sme
+from tests.profiles import examples
 
 # (text as LLVM prints it, word) pairs checked against LLVM's MC tests: CHECK-INST and
 # CHECK-ENCODING lines of llvm/test/MC/AArch64/SME/{bfmopa,bfmops,fmopa,fmops,smopa-32,smops-32,
@@ -179,7 +180,7 @@ def _field_values(form, draw):
     return values
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(form=st.sampled_from(sme.FORMS), data=st.data())
 def test_random_fields_round_trip(form, data):
     values = _field_values(form, data.draw)

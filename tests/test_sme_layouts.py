@@ -8,9 +8,10 @@ from hypothesis import given, settings, strategies as st
 
 from hwsim.targets.sme import layouts
 from tests import oracle
+from tests.profiles import examples
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(1, 70), st.integers(1, 30), st.sampled_from([16, 32]), st.integers(1, 2),
        st.sampled_from([1, 2, 4]))
 def test_panels_round_trip_and_place_each_value(r, k, rows, vectors, depth):
@@ -59,7 +60,7 @@ def test_depthwise_as_block_diagonal_gemm_equals_the_convolution():
     assert np.array_equal(out, want)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, (1 << 32) - 1))
 def test_bf16_conversion_rounds_to_nearest_even(bits):
     x = np.array([bits], np.uint32).view(np.float32)

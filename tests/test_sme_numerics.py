@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from hwsim.targets.sme import kernels, numerics
 from tests import oracle
 from tests.oracle import RDN, RNE, ROD, RTZ, RUP
+from tests.profiles import examples
 
 BF16, FP16, FP32 = (8, 7), (5, 10), (8, 23)
 MODES = (RNE, RUP, RDN, RTZ)  # FPCR.RMode 0..3
@@ -179,25 +180,25 @@ fpcrs = st.builds(Fpcr, st.integers(0, 3), st.booleans(), st.booleans(), st.bool
 
 # -- element tests ------------------------------------------------------------------------------
 
-@settings(max_examples=2500, deadline=None)
+@settings(max_examples=examples(2500), deadline=None)
 @given(c=numbers(BF16, 118, 136), a=numbers(BF16, 120, 134), b=numbers(BF16, 120, 134), f=fpcrs)
 def test_bf16_fma_single_rounding(c, a, b, f):
     assert numerics.fma(c, a, b, 8, 7, f.ctl()) == o_fma(c, a, b, BF16, f)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=examples(1000), deadline=None)
 @given(c=numbers(BF16, 0, 6), a=numbers(BF16, 60, 68), b=numbers(BF16, 60, 68), f=fpcrs)
 def test_bf16_fma_near_underflow(c, a, b, f):
     assert numerics.fma(c, a, b, 8, 7, f.ctl()) == o_fma(c, a, b, BF16, f)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(c=numbers(FP32, 110, 150), a=numbers(FP32, 115, 140), b=numbers(FP32, 115, 140), f=fpcrs)
 def test_fp32_fma_single_rounding(c, a, b, f):
     assert numerics.fma(c, a, b, 8, 23, f.ctl()) == o_fma(c, a, b, FP32, f)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(acc=numbers(FP32, 100, 150), a=st.lists(numbers(FP16, 0, 31), min_size=4, max_size=4),
        f=fpcrs)
 def test_fp16_widening_dot_add(acc, a, f):
@@ -205,7 +206,7 @@ def test_fp16_widening_dot_add(acc, a, f):
     assert got == o_dot_add(acc, a[0], a[1], a[2], a[3], FP16, f)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(acc=numbers(FP32, 110, 150), a=st.lists(numbers(BF16, 115, 140), min_size=4, max_size=4),
        f=fpcrs)
 def test_bf16_widening_dot_add_with_ebf(acc, a, f):
@@ -213,7 +214,7 @@ def test_bf16_widening_dot_add_with_ebf(acc, a, f):
     assert got == o_dot_add(acc, a[0], a[1], a[2], a[3], BF16, f)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(acc=numbers(FP32, 110, 150), a=st.lists(numbers(BF16, 115, 140), min_size=4, max_size=4),
        f=fpcrs, reading=st.sampled_from(["pseudocode", "text"]))
 def test_bf16_widening_standard_round_to_odd(acc, a, f, reading):
@@ -247,7 +248,7 @@ def test_bf16_fma_edges(c, a, b, f, want):
     assert numerics.fma(c, a, b, 8, 7, f.ctl()) == want == o_fma(c, a, b, BF16, f)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(c=numbers(BF16, 118, 136), a=numbers(BF16, 120, 134), b=numbers(BF16, 120, 134),
        f=fpcrs)
 def test_bf16_fma_ignores_dn_fz16_ebf_and_traps(c, a, b, f):
@@ -427,7 +428,7 @@ def _predicate(data, whole):
         data.draw(st.lists(st.booleans(), min_size=16, max_size=16)), bool)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(fmt=st.sampled_from([BF16, FP32]), data=st.data(), f=fpcrs, whole=st.booleans(),
        neg=st.booleans())
 def test_fma_kernel_against_the_oracle(fmt, data, f, whole, neg):
@@ -445,7 +446,7 @@ def test_fma_kernel_against_the_oracle(fmt, data, f, whole, neg):
             assert got[i, j] == want, (i, j)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(mode=st.sampled_from([0, 1, 2]), data=st.data(), f=fpcrs, whole=st.booleans(),
        neg=st.booleans())
 def test_widening_kernel_against_the_oracle(mode, data, f, whole, neg):

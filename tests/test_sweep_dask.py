@@ -189,5 +189,5 @@ def test_the_mlperf_kws_model_on_gap9(dask_cluster):
     kws = model("kws_ref_model.tflite")
     points = hwsim.sweep({"models": [str(kws)], "targets": ["gap9"],
                           "params": {"gap9.clock_hz": [370e6, 240e6]}}, scheduler=dask_cluster)
-    assert points["cycles"].tolist() == [375044, 375044]          # the README's figure
+    assert points["cycles"].tolist() == [375044, 375044]          # benchmarks/results/models.json
     assert points["seconds"].tolist() == [375044 / 370e6, 375044 / 240e6]

@@ -6,6 +6,7 @@ test suite (``conftest.py``); these are the programs too large for that."""
 import numpy as np
 import pytest
 
+import hwsim
 from hwsim.schedule import estimate
 from hwsim.tosa import models
 from tests.models import model
@@ -34,7 +35,7 @@ def twins(graph, target, mode, **options):
 
 
 @pytest.mark.parametrize("target,mode", CASES)
-@pytest.mark.parametrize("name", ["ds_cnn", "resnet8"])
+@pytest.mark.parametrize("name", ["ds_cnn", pytest.param("resnet8", marks=pytest.mark.slow)])
 def test_small_int8_models(name, target, mode):
     twins(models.model(name, **SMALL), target, mode)
 
@@ -67,3 +68,17 @@ def test_timing_only_runs_agree():
     graph = models.model("resnet8", **SMALL)
     runs = [estimate(graph, "gap9", numerics=False, engine=e) for e in ("compiled", "simpy")]
     assert runs[0].result.records.differences(runs[1].result.records) == []
+
+
+def test_the_fixtures_twin_copies_every_byte_and_its_comparison_sees_one_differ():
+    from tests.conftest import PAGE, state, state_differences, twin_of
+    m = hwsim.machine("gap9")
+    l2 = m.memory("l2")
+    rng = np.random.default_rng(0)
+    for addr in (l2.base, l2.base + 5 * PAGE + 3, l2.end - 7):     # first, middle, tail bytes
+        l2.write(addr, rng.integers(1, 256, 7 if addr == l2.end - 7 else 100, np.uint8))
+    twin, _ = twin_of(m, [])
+    assert twin.memory("l2").data is not l2.data
+    assert state_differences(state(m), state(twin)) == []
+    twin.memory("l2").write(l2.base + 9 * PAGE + 1, b"\x01")
+    assert state_differences(state(m), state(twin)) == ["machine['spaces']['l2'].data"]
