@@ -24,7 +24,7 @@ def test_estimate_prints_a_table_with_verdicts(tosa, capsys):
     assert main(["estimate", str(tosa / "ds_cnn.tosa"), "--check", "--input",
                  str(tosa / "input.npy")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "on gap9 (exact mode, 8-bit weights): 12,452 cycles" in out[0]
+    assert "on gap9 (exact mode, 8-bit weights): 69,345 cycles" in out[0]
     assert out[1].split()[:4] == ["#", "layer", "shape", "unit"]
     rows = [line for line in out[2:] if line[:3].strip().isdigit()]
     assert len(rows) == 26 and all(line.rstrip().endswith("exact") for line in rows)
