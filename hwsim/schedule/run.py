@@ -247,21 +247,23 @@ def _covered(rows: np.ndarray, cover: np.ndarray) -> np.ndarray:
     return (cover[at, 0] <= rows[:, 0]) & (cover[at, 1] >= rows[:, 1])
 
 
-@numba.njit(cache=True, nogil=True)
 def _sweep(starts, ends, layers, classes, n_layers, n_classes, total):
     """The exclusive attribution as one sweep over the intervals' edges: each piece between
     two edges goes, split equally, to the layers active in the first class that has any; an
-    idle piece to the layers of the next busy piece (or the last), as "other"."""
+    idle piece to the layers of the next busy piece (or the last), as "other". The edges are
+    sorted here (stable: a start before the end of the same row at equal times), the sweep
+    compiled."""
     keep = np.flatnonzero((layers >= 0) & (ends > starts))
-    m = len(keep)
-    times = np.empty(2 * m, np.int64)
-    delta = np.empty(2 * m, np.int64)
-    which = np.empty(2 * m, np.int64)
-    for k in range(m):
-        i = keep[k]
-        times[2 * k], delta[2 * k], which[2 * k] = starts[i], 1, i
-        times[2 * k + 1], delta[2 * k + 1], which[2 * k + 1] = ends[i], -1, i
-    order = np.argsort(times, kind="mergesort")
+    times = np.stack([starts[keep], ends[keep]], axis=1).ravel()
+    order = np.argsort(times, kind="stable")
+    delta = np.tile(np.array([1, -1], np.int64), len(keep))[order]
+    return _swept(times[order], delta, np.repeat(keep, 2)[order], layers, classes, n_layers,
+                  n_classes, total)
+
+
+@numba.njit(cache=True, nogil=True)
+def _swept(times, delta, which, layers, classes, n_layers, n_classes, total):
+    m2 = len(times)
     count = np.zeros((n_classes, n_layers), np.int64)
     active = np.zeros((n_classes, n_layers), np.int64)      # the active layers of a class
     where = np.full((n_classes, n_layers), -1, np.int64)    # a layer's place in that list
@@ -273,7 +275,7 @@ def _sweep(starts, ends, layers, classes, n_layers, n_classes, total):
     t = 0
     k = 0
     while True:
-        nxt = times[order[k]] if k < 2 * m else total
+        nxt = times[k] if k < m2 else total
         if nxt > t:
             length = nxt - t
             w = -1
@@ -292,19 +294,18 @@ def _sweep(starts, ends, layers, classes, n_layers, n_classes, total):
                         out[n_classes - 1, layer] += idle_share
                     last[a] = layer
                 nlast, idle = nact[w], 0.0
-        if k >= 2 * m:
+        if k >= m2:
             break
         t = nxt
-        while k < 2 * m and times[order[k]] == t:
-            e = order[k]
-            i = which[e]
+        while k < m2 and times[k] == t:
+            i = which[k]
             c, layer = classes[i], layers[i]
-            count[c, layer] += delta[e]
-            if delta[e] > 0 and count[c, layer] == 1:
+            count[c, layer] += delta[k]
+            if delta[k] > 0 and count[c, layer] == 1:
                 where[c, layer] = nact[c]
                 active[c, nact[c]] = layer
                 nact[c] += 1
-            elif delta[e] < 0 and count[c, layer] == 0:
+            elif delta[k] < 0 and count[c, layer] == 0:
                 slot = where[c, layer]
                 nact[c] -= 1
                 moved = active[c, nact[c]]

@@ -31,7 +31,9 @@ def intervals(capacity: int = 64) -> np.ndarray:
 def _append(iv, count, start, end, rate, master):
     if count == iv.shape[0]:
         grown = np.zeros((2 * iv.shape[0] + 1, 4))
-        grown[:count] = iv[:count]
+        for k in range(count):      # element by element: a slice assignment compiles slowly
+            for c in range(4):
+                grown[k, c] = iv[k, c]
         iv = grown
     iv[count, 0], iv[count, 1], iv[count, 2], iv[count, 3] = start, end, rate, master
     return iv, count + 1
@@ -53,7 +55,8 @@ def pay(iv, count, master, start, cycles, acc_words, acc_count, lo, hi, total_wo
     for k in range(count):            # drop what ended; keep the order of the rest
         if iv[k, 1] > start:
             if kept != k:
-                iv[kept] = iv[k]
+                for c in range(4):
+                    iv[kept, c] = iv[k, c]
             kept += 1
     count = kept
     window = max(cycles, 1)

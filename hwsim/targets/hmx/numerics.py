@@ -302,7 +302,7 @@ def multiply_into(act, wgt, acc, out, negate, infnan, ebits, mbits, group):
 def operand_floats(bits, negate, infnan, group, values, ratio, special):
     """An operand's float64 values, exactness ratios per chunk and Inf/NaN columns, as
     ``multiply_floats`` takes them (``exact64.fp16_floats``; act: ``negate`` 0)."""
-    special[:] = False
+    special.fill(False)   # not a slice assignment: those compile slowly
     fp16_floats(bits, negate, infnan, bits.shape[0] if group <= 0 else group, values, ratio,
                 special)
 
@@ -442,7 +442,7 @@ def _split_row(act, wgt, acc, out, s, a_pieces, ratio_ap, w_pieces, ratio_wp, sp
                 exact = exact and max(ratio_ap[0, c], ratio_ap[1, c]) * ratio_wp[j, o, c] < \
                     EXACT_RATIO
             if exact:
-                limbs[:] = 0
+                limbs.fill(0)
                 for i in range(2):
                     for j in range(w_pieces.shape[0]):
                         _add_float_to_limbs(limbs, parts[i, j, c, o])

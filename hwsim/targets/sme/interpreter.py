@@ -353,12 +353,12 @@ def _scalar(ins, x):
 def _smstart(ins, z, p, za, control):
     start = np.uint64(ins[START])
     if ins[SM] and control[CONTROL_SM] != start:
-        z[:] = 0    # Arm ARM: changing PSTATE.SM zeroes Z, P and FFR
-        p[:] = False
+        z.fill(0)    # Arm ARM: changing PSTATE.SM zeroes Z, P and FFR
+        p.fill(False)
         control[CONTROL_SM] = start
     if ins[ZA]:
         if start and not control[CONTROL_ZA]:
-            za[:] = 0   # enabling ZA zeroes it
+            za.fill(0)   # enabling ZA zeroes it
         control[CONTROL_ZA] = start
 
 
@@ -408,7 +408,7 @@ def execute(table, index, start, stop, z, p, za, x, control, mem, base, numerics
         elif kind == _ZERO:
             for r in range(svl_bytes):
                 if ins[MASK] >> (r % 8) & 1:
-                    za[r, :] = 0
+                    za[r].fill(0)
         elif kind == _SMSTART:
             _smstart(ins, z, p, za, control)
         elif kind == _MSR:
