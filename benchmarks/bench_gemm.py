@@ -25,6 +25,9 @@ others.
   vector side, four .S tiles accumulating 32x32 output blocks, the tiles stored row by row.
   Right: the TOSA dot-product rule for fp32 (``--check``'s verdict on the MATMUL layer);
   ``max_rel_err`` is the largest error over the result's largest magnitude.
+
+``peak_rss_mb``: the process's peak resident memory while the target's GEMM ran (Linux: the
+peak is reset through ``/proc/self/clear_refs`` before it and read from ``VmHWM`` after it).
 """
 
 from __future__ import annotations
@@ -57,13 +60,17 @@ def matmul_graph(m: int, k: int, n: int, dtype: str, b: np.ndarray):
 def runs(graph, target: str, **options):
     """The estimate (exact numerics) timed three times: its first run in this process
     (numba kernels loaded from the cache), warm, and warm timing only. Returns (warm report,
-    first wall, warm wall, timing-only report, its wall)."""
-    walls, reports = [], []
+    first wall, warm wall, timing-only cycles, its wall); no other report is kept, so that
+    the peak memory is one estimate's."""
+    walls, kept, cycles = [], None, None
     for numerics in (True, True, False):
         start = time.perf_counter()
-        reports.append(hwsim.estimate(graph, target, numerics=numerics, **options))
+        report = hwsim.estimate(graph, target, numerics=numerics, **options)
         walls.append(time.perf_counter() - start)
-    return reports[1], walls[0], walls[1], reports[2], walls[2]
+        kept = report if len(walls) == 2 else kept
+        cycles = report.cycles
+        del report
+    return kept, walls[0], walls[1], cycles, walls[2]
 
 
 def unit(report, name: str):
@@ -75,7 +82,7 @@ def hmx_gemm(m: int = 256, k: int = 1024, n: int = 4096) -> dict:
     a = (rng.standard_normal((1, m, k)) / 4).astype(np.float16)
     b = (rng.standard_normal((k, n)) / 32).astype(np.float16)
     graph = matmul_graph(m, k, n, "fp16", b)
-    report, wall, warm_wall, timing, timing_wall = runs(graph, "hmx", inputs=[a])
+    report, wall, warm_wall, timing_cycles, timing_wall = runs(graph, "hmx", inputs=[a])
     got = next(iter(report.outputs.values())).reshape(m, n).astype(np.float64)
     a64, b64 = a[0].astype(np.float64), b.astype(np.float64)
     want = a64 @ b64
@@ -92,7 +99,7 @@ def hmx_gemm(m: int = 256, k: int = 1024, n: int = 4096) -> dict:
             "clock_hz": report.clock_hz,
             "correct": bool((np.abs(got - want) <= half_ulp + slack).all()),
             "rounded_exactly": float((got == want.astype(np.float16)).mean()),
-            "timing_only_cycles": timing.cycles, "wall_s": wall, "warm_wall_s": warm_wall,
+            "timing_only_cycles": timing_cycles, "wall_s": wall, "warm_wall_s": warm_wall,
             "warm_phases_s": report.wall, "timing_only_wall_s": timing_wall}
 
 
@@ -101,27 +108,40 @@ def sme_gemm(m: int = 512, k: int = 512, n: int = 512) -> dict:
     a = rng.standard_normal((1, m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     graph = matmul_graph(m, k, n, "fp32", b)
-    report, wall, warm_wall, timing, timing_wall = runs(graph, "sme", mode="fp32", inputs=[a])
-    checked = hwsim.estimate(graph, "sme", mode="fp32", inputs=[a], check=True)
+    report, wall, warm_wall, timing_cycles, timing_wall = runs(graph, "sme", mode="fp32",
+                                                               inputs=[a])
     got = next(iter(report.outputs.values())).reshape(m, n).astype(np.float64)
     want = a[0].astype(np.float64) @ b.astype(np.float64)
     flops = 2 * m * k * n
     peak_flops = 2 * unit(report, "mx").peak_macs * report.clock_hz
     busy = report.result.stats["units"]["mx"]["busy"]
-    return {"target": "sme", "shape": [m, k, n], "dtype": "fp32", "cycles": report.cycles,
-            "seconds": report.seconds, "gflops": flops / report.seconds / 1e9,
-            "peak_gflops": peak_flops / 1e9,
-            "percent_of_peak": 100 * flops / report.seconds / peak_flops,
-            "mx_busy_percent": 100 * busy / report.cycles, "clock_hz": report.clock_hz,
-            "correct": checked.layers[0].verdict.status != "deviates",
+    row = {"target": "sme", "shape": [m, k, n], "dtype": "fp32", "cycles": report.cycles,
+           "seconds": report.seconds, "gflops": flops / report.seconds / 1e9,
+           "peak_gflops": peak_flops / 1e9,
+           "percent_of_peak": 100 * flops / report.seconds / peak_flops,
+           "mx_busy_percent": 100 * busy / report.cycles, "clock_hz": report.clock_hz,
+           "max_rel_err": float(np.abs(got - want).max() / np.abs(want).max()),
+           "timing_only_cycles": timing_cycles, "wall_s": wall, "warm_wall_s": warm_wall,
+           "warm_phases_s": report.wall, "timing_only_wall_s": timing_wall}
+    del report                  # one estimate in memory at a time
+    checked = hwsim.estimate(graph, "sme", mode="fp32", inputs=[a], check=True)
+    return {**row, "correct": checked.layers[0].verdict.status != "deviates",
             "verdict": str(checked.layers[0].verdict),
-            "max_rel_err": float(np.abs(got - want).max() / np.abs(want).max()),
-            "timing_only_cycles": timing.cycles, "wall_s": wall, "warm_wall_s": warm_wall,
-            "warm_phases_s": report.wall, "timing_only_wall_s": timing_wall,
             "check_wall_s": sum(checked.wall.values())}
 
 
 GEMMS = {"hmx": hmx_gemm, "sme": sme_gemm}
+
+
+def _reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _peak_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def main(argv=None) -> int:
@@ -130,7 +150,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     rows = []
     for target in args.targets:
+        _reset_peak()
         row = GEMMS[target]()
+        row["peak_rss_mb"] = _peak_mb()
         rows.append(row)
         unit = "TFLOP/s" if "tflops" in row else "GFLOP/s"
         rate = row.get("tflops", row.get("gflops"))
@@ -138,8 +160,8 @@ def main(argv=None) -> int:
               f"{row['cycles']:,} cycles, {row['seconds'] * 1e6:.1f} us, {rate:.2f} {unit} "
               f"({row['percent_of_peak']:.1f}% of peak), correct={row['correct']}, "
               f"wall {row['warm_wall_s']:.2f} s warm ({row['wall_s']:.2f} s first; "
-              + ", ".join(f"{k} {v:.2f}" for k, v in row["warm_phases_s"].items()) + ")",
-              flush=True)
+              + ", ".join(f"{k} {v:.2f}" for k, v in row["warm_phases_s"].items())
+              + f"), peak {row['peak_rss_mb']:.0f} MB", flush=True)
     kept = []
     if RESULTS.exists():
         kept = [r for r in json.loads(RESULTS.read_text())["rows"]
