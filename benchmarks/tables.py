@@ -166,6 +166,27 @@ def sweep() -> str:
                       "estimate per point"], rows))
 
 
+def engine() -> str:
+    rows = [[r["stream"], r["engine"], _int(r["instructions"]), _int(r["cycles"]),
+             _seconds(r["wall_s"]), _rate(r["instructions_per_s"])]
+            for r in _load("engine")["rows"]]
+    return _table(["program", "engine", "instructions", "cycles", "wall", "instructions/s"],
+                  rows)
+
+
+def calibration(name: str) -> str:
+    """One calibration set: GVSoC against hwsim per layer, then the summary."""
+    data = _load("calibration")[name]
+    rows = [[r["label"], _int(round(r["gvsoc"])), _int(r["hwsim"]), f"{100 * r['error']:+.1f}%",
+             "yes" if r["target"] else "no"] for r in data["rows"]]
+    rows.append(["**total**", _int(data["gvsoc_total"]), _int(data["hwsim_total"]),
+                 f"{100 * data['total_error']:+.1f}%", ""])
+    return (_table(["layer", "GVSoC", "hwsim", "error", "judged"], rows)
+            + f"\n\nJudged rows: median |error| {100 * data['median_abs_error']:.1f}%, "
+            f"largest {100 * data['max_abs_error']:.1f}% ({data['mode']} mode, "
+            f"`{data['model']}`).")
+
+
 def flat(name: str) -> str:
     """Every figure of a flat (or one-level nested) results file, as name | value."""
     rows = []
@@ -194,6 +215,9 @@ TABLES = {
     "tosa-models": tosa_models,
     "tosa-conformance": tosa_conformance,
     "sweep": sweep,
+    "engine": engine,
+    "calibration-resnet8": lambda: calibration("resnet8"),
+    "calibration-kws": lambda: calibration("kws"),
     "bench-hmx": lambda: flat("hmx"),
     "bench-sme": lambda: flat("sme"),
     "bench-gap9": lambda: flat("gap9"),
