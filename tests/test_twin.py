@@ -12,7 +12,8 @@ from hwsim.tosa import models
 from tests.models import model
 
 SMALL = dict(width=0.25, resolution=16)
-CASES = [("gap9", "exact"), ("gap9", "ne16"), ("sme", "int8"), ("hmx", "dequantise")]
+CASES = [("gap9", "exact"), ("gap9", "ne16"), ("sme", "int8"), ("hmx", "dequantise"),
+         ("gap9", "cluster")]
 FLOAT_CASES = [("sme", "fp32"), ("sme", "bf16-widening"), ("sme", "bf16"), ("hmx", None)]
 
 
@@ -46,7 +47,7 @@ def test_small_fp32_model(target, mode):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target,mode", CASES[:3])
+@pytest.mark.parametrize("target,mode", CASES[:3] + CASES[4:])
 @pytest.mark.parametrize("name", ["kws_ref_model", "vww_96_int8", "resnet8_int8", "ad01_int8"])
 def test_mlperf_tiny_int8_models(name, target, mode):
     twins(model(f"{name}.tflite"), target, mode)
