@@ -564,6 +564,7 @@ def decode(word: int, loc: Location | None = None) -> Instruction:
     return Instruction(form, dict(values), int(word), loc)
 
 
+@functools.lru_cache(maxsize=1 << 16)   # a program's labels, once per distinct word
 def disassemble(word: int) -> str:
     """Assembly text for ``word`` as LLVM prints it (aliases preferred)."""
     form, values = _decode(int(word))
