@@ -1,5 +1,5 @@
 """NE16 numerics: every mode against the independent model in tests/gap9_oracle.py, through the
-compiled datapath (``ne16_kernel``) and its numpy twin (``ne16_datapath.run_job``) alike."""
+compiled datapath (``ne16.kernel``) and its numpy twin (``ne16.datapath.run_job``) alike."""
 
 import numpy as np
 import pytest
@@ -8,11 +8,11 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import MemoryFault, ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9 import layout, ne16_kernel
-from hwsim.targets.gap9.ne16_datapath import (depthwise_wrap32, depthwise_wrap32_np, gemm_wrap32,
+from hwsim.targets.gap9.ne16 import kernel, layout
+from hwsim.targets.gap9.ne16.datapath import (depthwise_wrap32, depthwise_wrap32_np, gemm_wrap32,
                                               gemm_wrap32_np, run_job)
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
-from hwsim.targets.gap9.ne16_job import Ne16Job
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9.ne16.job import Ne16Job
 from tests import gap9_oracle as ref
 from tests.profiles import examples
 
@@ -56,7 +56,7 @@ def run_both(job, l1, kernels=None, **readings):
     twin.data[:] = l1.data
     offsets, data = run_job(job, twin, kernels=kernels, **readings)
     twin.data[offsets] = data
-    ne16_kernel.start(job, l1, **readings)()
+    kernel.start(job, l1, **readings)()
     assert np.array_equal(l1.data, twin.data), f"job {job.index}: the datapaths differ at " \
         f"{np.flatnonzero(l1.data != twin.data)[:8]}"
 
@@ -263,7 +263,7 @@ END = BASE + (128 << 10)
 ], ids=["input", "weights", "scale", "output"])
 def test_accesses_outside_l1_fault(changes, message):
     job = job_from(**{"SCALE_PTR": SCALE, **changes})
-    for datapath in (run_job, ne16_kernel.start):
+    for datapath in (run_job, kernel.start):
         with pytest.raises(MemoryFault, match=f"ne16 job 3 {message}"):
             datapath(job, AddressSpace("l1", 128 << 10, BASE))
 

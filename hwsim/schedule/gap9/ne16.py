@@ -37,8 +37,9 @@ import numpy as np
 from hwsim.schedule.gap9.cluster import is_identity_clamp
 from hwsim.schedule.tiles import window_rows
 from hwsim.shapes import conv_out
-from hwsim.targets.gap9 import layout, quant
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9 import quant
+from hwsim.targets.gap9.ne16 import layout
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
 from hwsim.tosa.builder import quantize_scale
 from hwsim.tosa_int import helpers as ti
 

@@ -36,9 +36,10 @@ from hwsim.isa import ne16 as isa
 from hwsim.memory.dma import Copy, Dma
 from hwsim.memory.space import AddressSpace
 from hwsim.targets.base import Machine
-from hwsim.targets.gap9 import kernels, ne16_kernel
-from hwsim.targets.gap9.ne16_job import Ne16Job
-from hwsim.targets.gap9.ne16_timing import job_states, job_totals
+from hwsim.targets.gap9 import cluster_kernels as kernels
+from hwsim.targets.gap9.ne16 import kernel as ne16_kernel
+from hwsim.targets.gap9.ne16.job import Ne16Job
+from hwsim.targets.gap9.ne16.timing import job_states, job_totals
 from hwsim.targets.gap9.params import PARAMS
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from hwsim.errors import ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.shapes import conv_out
-from hwsim.targets.gap9.layout import weight_offset
-from hwsim.targets.gap9.ne16_job import BUFFER, PATCH, TP_IN, TP_OUT
+from hwsim.targets.gap9.ne16.layout import weight_offset
+from hwsim.targets.gap9.ne16.job import BUFFER, PATCH, TP_IN, TP_OUT
 
 _MODE = {8: 0, 16: 1, 32: 2}
 
