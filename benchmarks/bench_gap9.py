@@ -32,7 +32,8 @@ import hwsim                                                                   #
 from hwsim.isa import ne16 as isa                                              # noqa: E402
 from hwsim.isa.gap9 import Program                                             # noqa: E402
 from hwsim.memory.space import AddressSpace                                    # noqa: E402
-from hwsim.targets.gap9.ne16 import kernel, layout                             # noqa: E402
+from hwsim.targets.gap9.ne16 import kernel as ne16_kernel                      # noqa: E402
+from hwsim.targets.gap9.ne16 import layout                                     # noqa: E402
 from hwsim.targets.gap9.ne16.datapath import gemm_wrap32, gemm_wrap32_np, run_job  # noqa: E402
 from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs                # noqa: E402
 from hwsim.targets.gap9.ne16.job import Ne16Job                                # noqa: E402
@@ -75,12 +76,12 @@ def bench_job() -> dict:
     twin.data[:] = l1.data
     offsets, data = run_job(job, twin)
     twin.data[offsets] = data
-    kernel.start(job, l1)()
+    ne16_kernel.start(job, l1)()
     for space in (l1, twin):
         got = space.data[0x1B000:0x1B000 + 16 * 16 * 64].reshape(16, 16, 64)
         assert np.array_equal(got[:4, :4], want)
     assert np.array_equal(l1.data, twin.data)
-    compiled = best(lambda: kernel.start(job, l1)())
+    compiled = best(lambda: ne16_kernel.start(job, l1)())
     numpy = best(lambda: run_job(job, l1))
     return {"ne16_job_macs_per_s": job.macs / compiled,
             "ne16_job_twin_macs_per_s": job.macs / numpy, "ne16_job_macs": job.macs}

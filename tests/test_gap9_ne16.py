@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import MemoryFault, ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9.ne16 import kernel, layout
+from hwsim.targets.gap9.ne16 import kernel as ne16_kernel
+from hwsim.targets.gap9.ne16 import layout
 from hwsim.targets.gap9.ne16.datapath import (depthwise_wrap32, depthwise_wrap32_np, gemm_wrap32,
                                               gemm_wrap32_np, run_job)
 from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
@@ -56,7 +57,7 @@ def run_both(job, l1, kernels=None, **readings):
     twin.data[:] = l1.data
     offsets, data = run_job(job, twin, kernels=kernels, **readings)
     twin.data[offsets] = data
-    kernel.start(job, l1, **readings)()
+    ne16_kernel.start(job, l1, **readings)()
     assert np.array_equal(l1.data, twin.data), f"job {job.index}: the datapaths differ at " \
         f"{np.flatnonzero(l1.data != twin.data)[:8]}"
 
@@ -263,7 +264,7 @@ END = BASE + (128 << 10)
 ], ids=["input", "weights", "scale", "output"])
 def test_accesses_outside_l1_fault(changes, message):
     job = job_from(**{"SCALE_PTR": SCALE, **changes})
-    for datapath in (run_job, kernel.start):
+    for datapath in (run_job, ne16_kernel.start):
         with pytest.raises(MemoryFault, match=f"ne16 job 3 {message}"):
             datapath(job, AddressSpace("l1", 128 << 10, BASE))
 
