@@ -26,7 +26,7 @@ from hwsim.errors import HwsimError, Location, TraceSyntaxError
 from hwsim.isa import gap9 as prog
 from hwsim.memory.dma import Copy, Dma
 from hwsim.targets.base import Machine
-from hwsim.targets.gap9 import cluster_kernels as kernels
+from hwsim.targets.gap9 import cluster_kernels
 from hwsim.targets.gap9.params import PARAMS
 from hwsim.targets.gap9.semantics import Run
 from hwsim.targets.gap9.state import Gap9State, memories
@@ -65,7 +65,7 @@ class Gap9(Machine):
             except HwsimError as exc:
                 raise TraceSyntaxError(loc, f"dma: {exc}") from None
         elif isinstance(instr, prog.Kernel):
-            kernels.bind(instr, self.spaces)
+            cluster_kernels.bind(instr, self.spaces)
 
     def transfer(self, d: prog.DmaCopy) -> Copy:
         """The copy a ``dma`` line describes, between spaces it may join."""

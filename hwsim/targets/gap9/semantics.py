@@ -22,7 +22,7 @@ import math
 from hwsim.errors import HwsimError, Location, ProgramError
 from hwsim.isa import gap9 as prog
 from hwsim.isa import ne16 as isa
-from hwsim.targets.gap9 import cluster_kernels as kernels
+from hwsim.targets.gap9 import cluster_kernels
 from hwsim.targets.gap9.ne16 import kernel as ne16_kernel
 from hwsim.targets.gap9.ne16.job import Ne16Job
 from hwsim.targets.gap9.ne16.timing import job_states, job_totals
@@ -155,9 +155,9 @@ class Run:
     def kernel(self, k: prog.Kernel) -> None:
         m, t, n = self.m, self.t, self.kernels
         self.kernels += 1
-        bound = kernels.bind(k, m.spaces)
+        bound = cluster_kernels.bind(k, m.spaces)
         self.ctrl(f"launch {k.name}", t.kernel_launch_cycles, writes=(("launch", n),))
-        cost = kernels.cost(bound, t)
+        cost = cluster_kernels.cost(bound, t)
         cores = t.cluster_cores
         op = self.b.add("cluster", cost.cycles, reads=(("launch", n),), writes=(("kernel", n),),
                         transfers=((self.b.port("l1.cores"), cost.nbytes),), macs=cost.macs,
@@ -165,7 +165,7 @@ class Run:
                         traffic=("pay", "cores", {cores: math.ceil(cost.words / cores)}),
                         label=k.name, tag=self.tag, args={"kernel": k.name})
         if self.numerics:
-            self.act(op, lambda: kernels.start(bound, m.spaces["l1"]))
+            self.act(op, lambda: cluster_kernels.start(bound, m.spaces["l1"]))
 
     def barrier(self, b: prog.Barrier) -> None:
         reads = (("kernel", self.kernels - 1),) if self.kernels else ()
