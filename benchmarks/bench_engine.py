@@ -36,7 +36,7 @@ import hwsim  # noqa: E402
 from hwsim.isa import sme  # noqa: E402
 from hwsim.isa.arguments import TensorRef  # noqa: E402
 from hwsim.isa.gap9 import Program  # noqa: E402
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs  # noqa: E402
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs  # noqa: E402
 from hwsim.targets.sme.program import SmeProgram  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
 

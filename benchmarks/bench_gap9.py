@@ -7,10 +7,10 @@ Measures (best of a few repeats, after a warm-up that compiles the numba kernels
 * ``ne16_gemm_macs_per_s``: the 32-bit wrapping inner-product kernel on one 3x3 layer's
   patches (the arithmetic alone), checked against its numpy twin;
 * ``ne16_job_macs_per_s``: a whole job functionally as the machine runs it (the compiled
-  datapath ``ne16_kernel``: input patches from L1 through the streamer addresses, products,
+  datapath ``ne16.kernel``: input patches from L1 through the streamer addresses, products,
   normquant, stores; its weights decoded once), checked bit-exactly against the independent
   reference of the tests; ``ne16_job_twin_macs_per_s`` the same job through the numpy twin
-  (``ne16_datapath.run_job``: gathers, bit-plane unpacking, products, normquant, scatter);
+  (``ne16.datapath.run_job``: gathers, bit-plane unpacking, products, normquant, scatter);
 * ``engine_ops_per_s``: simulated ops (one per NE16 state, controller and DMA instruction) per
   second of a full run, and the cycles simulated per second.
 
@@ -32,10 +32,11 @@ import hwsim                                                                   #
 from hwsim.isa import ne16 as isa                                              # noqa: E402
 from hwsim.isa.gap9 import Program                                             # noqa: E402
 from hwsim.memory.space import AddressSpace                                    # noqa: E402
-from hwsim.targets.gap9 import layout, ne16_kernel                             # noqa: E402
-from hwsim.targets.gap9.ne16_datapath import gemm_wrap32, gemm_wrap32_np, run_job  # noqa: E402
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs                # noqa: E402
-from hwsim.targets.gap9.ne16_job import Ne16Job                                # noqa: E402
+from hwsim.targets.gap9.ne16 import kernel as ne16_kernel                      # noqa: E402
+from hwsim.targets.gap9.ne16 import layout                                     # noqa: E402
+from hwsim.targets.gap9.ne16.datapath import gemm_wrap32, gemm_wrap32_np, run_job  # noqa: E402
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs                # noqa: E402
+from hwsim.targets.gap9.ne16.job import Ne16Job                                # noqa: E402
 from tests import gap9_oracle as oracle                                        # noqa: E402
 from common import best  # noqa: E402
 

@@ -26,8 +26,8 @@ REGISTER_MODULES = {
         "mask >> bit & 1", "mask >> bit", "(y >> taken & 1) << bit", "y >> taken & 1", "y >> taken",
         "1 << ybits", "((1 << ybits) - 1) << (5 - ybits)", "(1 << ybits) - 1",
         "value |= (y >> taken & 1) << bit"),
-    "hwsim/targets/gap9/ne16_driver.py": (),
-    "hwsim/targets/gap9/ne16_job.py": ("value >> 31", "1 << 32"),   # int32 of a 32-bit word
+    "hwsim/targets/gap9/ne16/driver.py": (),
+    "hwsim/targets/gap9/ne16/job.py": ("value >> 31", "1 << 32"),   # int32 of a 32-bit word
 }
 BIT_OPS = (ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr)
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from hwsim.errors import EncodingError, ProgramError
 from hwsim.isa import ne16 as isa
-from hwsim.targets.gap9 import layout
+from hwsim.targets.gap9.ne16 import layout
 from tests.profiles import examples
 
 

@@ -10,7 +10,7 @@ import hwsim
 from hwsim.errors import ProgramError, TraceSyntaxError
 from hwsim.isa import gap9 as prog
 from hwsim.isa.arguments import TensorRef
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
 from hwsim.targets.gap9.tcdm import core_stalls, core_stalls_np
 
 L1, L2 = 0x10000000, 0x1C000000

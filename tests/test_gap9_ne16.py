@@ -1,5 +1,5 @@
 """NE16 numerics: every mode against the independent model in tests/gap9_oracle.py, through the
-compiled datapath (``ne16_kernel``) and its numpy twin (``ne16_datapath.run_job``) alike."""
+compiled datapath (``ne16.kernel``) and its numpy twin (``ne16.datapath.run_job``) alike."""
 
 import numpy as np
 import pytest
@@ -8,11 +8,12 @@ from hypothesis import given, settings, strategies as st
 from hwsim.errors import MemoryFault, ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9 import layout, ne16_kernel
-from hwsim.targets.gap9.ne16_datapath import (depthwise_wrap32, depthwise_wrap32_np, gemm_wrap32,
+from hwsim.targets.gap9.ne16 import kernel as ne16_kernel
+from hwsim.targets.gap9.ne16 import layout
+from hwsim.targets.gap9.ne16.datapath import (depthwise_wrap32, depthwise_wrap32_np, gemm_wrap32,
                                               gemm_wrap32_np, run_job)
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
-from hwsim.targets.gap9.ne16_job import Ne16Job
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9.ne16.job import Ne16Job
 from tests import gap9_oracle as ref
 from tests.profiles import examples
 

@@ -174,3 +174,13 @@ def test_no_machine_imports_another(package):
                       if m.startswith(package + ".") and machine(m) for t in targets
                       if t.startswith(package + ".") and machine(t) not in (None, machine(m)))
     assert crossing == []
+
+
+# the modules every machine package has, for the same role each (docs/adding-a-machine.md)
+ROLES = ("machine.py", "params.py", "state.py", "semantics.py")
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_every_machine_keeps_its_roles_in_the_same_modules(machine):
+    files = {path.name for path in (PACKAGE / "targets" / machine).glob("*.py")}
+    assert sorted(set(ROLES) - files) == []

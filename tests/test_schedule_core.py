@@ -19,9 +19,9 @@ from hwsim.schedule.gap9.text import text
 from hwsim.schedule.lowering import Placement, group
 from hwsim.schedule.memory import Buffer, NoRoom, allocate
 from hwsim.schedule.tiles import split, window_rows
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
-from hwsim.targets.gap9.ne16_job import Ne16Job
-from hwsim.targets.gap9.ne16_timing import job_states, job_totals
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9.ne16.job import Ne16Job
+from hwsim.targets.gap9.ne16.timing import job_states, job_totals
 from hwsim.isa import ne16 as isa
 from hwsim.tosa.builder import GraphBuilder
 from hwsim.tosa.models import model

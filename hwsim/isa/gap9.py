@@ -16,7 +16,7 @@ A program is what the cluster controller executes, one instruction a line:
 * ``ne16 status``: read STATUS (bit 0: context 0 holds a job, bit 8: context 1); the value
   read shows in the timeline;
 * ``ne16 wait [JOB]``: sleep until the end-of-job event of JOB (default: the last committed);
-* ``cluster KERNEL name=value ...``: run a kernel on the worker cores (``kernels.KERNELS``);
+* ``cluster KERNEL name=value ...``: run a kernel on the worker cores (``cluster_kernels.KERNELS``);
 * ``barrier``: wait for every launched kernel;
 * ``layer``: the controller enters the code of a layer (a compiled network's per-layer function:
   argument and tiling set-up before its first transfer), paying ``layer_setup_cycles``.

@@ -1,6 +1,6 @@
 """TOSA operators as GAP9 cluster kernel calls, and which of them fuse, fold away or tile.
 
-Every cluster kernel (``hwsim.targets.gap9.kernels``) is one TOSA integer operator; ``call``
+Every cluster kernel (``hwsim.targets.gap9.cluster_kernels``) is one TOSA integer operator; ``call``
 writes the kernel line of one operator with its tensors named (resolved to L1 tensors per tile
 later) and its constant scalars (zero points, MUL's shift, PAD's value, SLICE's window) as
 arguments. Within a layer, ``calls`` then

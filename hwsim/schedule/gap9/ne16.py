@@ -30,15 +30,15 @@ How TOSA maps onto NE16 (checked bit for bit against the reference model by the 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 
 from hwsim.schedule.gap9.cluster import is_identity_clamp
 from hwsim.schedule.tiles import window_rows
-from hwsim.shapes import conv_out
-from hwsim.targets.gap9 import layout, quant
-from hwsim.targets.gap9.ne16_driver import LayerSpec, conv_jobs
+from hwsim.targets.gap9 import quant
+from hwsim.targets.gap9.ne16 import layout
+from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs
 from hwsim.tosa.builder import quantize_scale
 from hwsim.tosa_int import helpers as ti
 
@@ -75,49 +75,23 @@ def fit(op) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Geometry:
-    """The layer as NE16 sees it (HWC input h_in x w_in x k_in)."""
-
-    h_in: int
-    w_in: int
-    k_in: int
-    k_out: int
-    kernel: int
-    stride: int
-    pad: tuple                  # top, bottom, left, right
-    depthwise: bool = False
-
-    @property
-    def h_out(self) -> int:
-        return conv_out(self.h_in, self.kernel, *self.pad[0:2], self.stride)[0]
-
-    @property
-    def w_out(self) -> int:
-        return conv_out(self.w_in, self.kernel, *self.pad[2:4], self.stride)[0]
-
-    @property
-    def linear(self) -> bool:
-        return self.kernel == 1 and self.h_in * self.w_in == 1
-
-    @property
-    def group(self) -> int:
-        """Output channels per k-block step: NE16's k_out subtile."""
-        return 16 if self.depthwise else 32
-
-    def rows_in(self, r0: int, r1: int) -> tuple[int, int, int, int]:
-        """Input rows [first, end) and the padding above and below for output rows [r0, r1)."""
-        return window_rows(r0, r1, self.stride, self.kernel, self.pad[0], self.h_in)
-
-
-def geometry(op) -> Geometry:
+def geometry(op) -> LayerSpec:
+    """The layer as NE16 sees it: its shapes (HWC input h_in x w_in x k_in), filter, stride and
+    padding; the numerics are left at their defaults (``Ne16Layer.spec`` sets them)."""
     x = op.inputs[0].shape
-    if op.op == "MATMUL":
-        return Geometry(1, x[1], x[2], op.B.shape[2], 1, 1, (0, 0, 0, 0))
+    if op.op == "MATMUL":       # M rows as a 1 x M image: linear mode for a single row
+        return LayerSpec(1, x[1], x[2], op.B.shape[2], kernel=1, linear=x[1] == 1)
     w = op.weight.shape
     depthwise = op.op == "DEPTHWISE_CONV2D"
-    return Geometry(x[1], x[2], x[3], x[3] if depthwise else w[0], w[1] if depthwise else w[1],
-                    op.stride[0], tuple(op.pad), depthwise)
+    kernel = w[1]
+    return LayerSpec(x[1], x[2], x[3], x[3] if depthwise else w[0], kernel=kernel,
+                     depthwise=depthwise, linear=kernel == 1 and x[1] * x[2] == 1,
+                     stride=op.stride[0], padding=tuple(op.pad))
+
+
+def rows_in(g: LayerSpec, r0: int, r1: int) -> tuple[int, int, int, int]:
+    """Input rows [first, end) and the padding above and below for output rows [r0, r1)."""
+    return window_rows(r0, r1, g.stride, g.kernel, g.padding[0], g.h_in)
 
 
 def _weights(op) -> np.ndarray:
@@ -265,14 +239,15 @@ class Ne16Layer:
                 "bias": self.folded}
 
     def spec(self, h_in: int, pad: tuple, k_out: int) -> LayerSpec:
+        """The layer's band of ``h_in`` input rows (padding ``pad``) and ``k_out`` output
+        channels, with this layer's numerics."""
         g = self.geo
-        return LayerSpec(h_in=h_in, w_in=g.w_in, k_in=k_out if g.depthwise else g.k_in,
-                         k_out=k_out, kernel=g.kernel, depthwise=g.depthwise, linear=g.linear,
-                         stride=g.stride, padding=pad, pad_value=self._input_zp() + 128,
-                         weight_bits=self.bits, out_bits=32 if self.exact else 8, quant=True,
-                         relu=not self.exact and self.out_offset == 128, norm_bits=8,
-                         norm_bias=True, norm_shift=not self.exact,
-                         offset=self.weight_offset, extra={"no_round": 1})
+        return replace(g, h_in=h_in, k_in=k_out if g.depthwise else g.k_in, k_out=k_out,
+                       padding=pad, pad_value=self._input_zp() + 128, weight_bits=self.bits,
+                       out_bits=32 if self.exact else 8, quant=True,
+                       relu=not self.exact and self.out_offset == 128, norm_bits=8,
+                       norm_bias=True, norm_shift=not self.exact, offset=self.weight_offset,
+                       extra={"no_round": 1})
 
     # -- the cluster tail of the exact path -------------------------------------------------------
     def tail(self) -> dict | None:
@@ -317,8 +292,8 @@ class Ne16Layer:
         ``ptr``: L1 addresses of the input band (its first row, all channels), the output band
         (its first row), and the block parts."""
         g = self.geo
-        first, end, top, bottom = g.rows_in(*rows)
-        spec = self.spec(end - first, (top, bottom, g.pad[2], g.pad[3]), k1 - k0)
+        first, end, top, bottom = rows_in(g, *rows)
+        spec = self.spec(end - first, (top, bottom, *g.padding[2:]), k1 - k0)
         in_bytes, out_bytes = 1, spec.out_bytes
         full_in, full_out = g.k_in * in_bytes, g.k_out * out_bytes
         blk_in = spec.k_in * in_bytes

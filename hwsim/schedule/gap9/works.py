@@ -17,7 +17,7 @@ from hwsim.isa.arguments import TensorRef
 from hwsim.schedule.gap9 import cluster
 from hwsim.schedule.gap9.cluster import KTYPE
 from hwsim.schedule.gap9.emit import Emitter, Step
-from hwsim.schedule.gap9.ne16 import Ne16Layer, concat
+from hwsim.schedule.gap9.ne16 import Ne16Layer, concat, rows_in
 from hwsim.schedule.lowering import STORAGE, Layer
 from hwsim.schedule.tiles import row_bytes, split, split_axis, window_rows
 
@@ -181,7 +181,7 @@ class Ne16Work(Work):
         out_row = g.w_out * g.k_out * _itemsize(self.tensors[self.output].dtype.name)
         steps, widest_in, widest_out = [], 0, 0
         for r0, r1 in rows:
-            first, end, _, _ = g.rows_in(r0, r1)
+            first, end, _, _ = rows_in(g, r0, r1)
             widest_in, widest_out = max(widest_in, end - first), max(widest_out, r1 - r0)
             for n, (k0, k1) in enumerate(kblocks):
                 steps.append(Step({self.inputs[0]: (first * in_row, (end - first) * in_row),
@@ -202,7 +202,7 @@ class Ne16Work(Work):
         g, d = self.ne16.geo, step.data
         (r0, r1), (k0, k1) = d["rows"], d["k"]
         source = addr[self.inputs[0]]
-        first, end, _, _ = g.rows_in(r0, r1)
+        first, end, _, _ = rows_in(g, r0, r1)
         band_in = (1, end - first, g.w_in, g.k_in)
         if self.convert:
             if d["first"]:

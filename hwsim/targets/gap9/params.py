@@ -120,14 +120,14 @@ PARAMS = ParamTable([
           "state (the GVSoC timeline); 'job' one op per job costing the same states added up, "
           "with L1 contention priced over the whole job (fewer events, for model estimates)",
           choices=("state", "job")),
-    # -- NE16 numerics readings (see ne16_datapath) ---------------------------------------------
+    # -- NE16 numerics readings (see ne16/datapath.py) -------------------------------------------
     Param("ne16_bias_add", "wrap", "", "RTL ne16_normquant_bias.sv: 32-bit adder, no saturation "
           "(sources.md#gap9 reads 'saturate to int32', a no-op in the pulp-nnx model)", kind="arch",
           choices=("wrap", "saturate")),
     Param("ne16_rounding", "none", "", "RTL ne16_normquant_shifter.sv computes but never adds "
           "its rounding term; 'config0' applies ne16_ctrl.sv's use_rounding = ~CONFIG0[11]",
           kind="arch", choices=("none", "config0")),
-    # -- cluster kernels (per core; see kernels.py for what each counts) -------------------------
+    # -- cluster kernels (per core; see cluster_kernels.py for what each counts) -------------------
     Param("cluster_peak_macs_per_cycle", 32.0, "MAC/cycle", f"{GAP9}: 8 cores x 4 int8 MAC (sdot)",
           valid=Range(0.01, 65536, "positive; 65,536 is 2,000x GAP9's")),
     # convolutions, matrix products, pooling (cluster_cost.py)

@@ -34,29 +34,22 @@ from hwsim.isa.arguments import TensorRef
 from hwsim.isa.gap9 import Kernel
 from hwsim.targets.gap9 import cluster_cost
 from hwsim.targets.gap9.tcdm import core_stalls
-from hwsim.targets.routines import (Arg, Bound, In, Out, broadcast, fail, run_rescale,
+from hwsim.targets.routines import (Arg, Bound, In, Out, Row, broadcast, fail, run_rescale,
                                     where)
 from hwsim.targets.routines import bind as routine_bind
 from hwsim.tosa_int import helpers as ti
 from hwsim.tosa_int import operators as ops
 
 INTS = ("i8", "i16", "i32")
-
-
-
-
-
 RESCALE_ARGS = {"mult": In("i32", "i16", optional=True), "shift": In("i8", optional=True),
                 "out_zp": Arg("int", 0), "scale32": Arg("int", 1),
                 "rounding": Arg("word", "single", choices=("single", "double"))}
 
 
 @dataclass(frozen=True)
-class KernelDef:
-    name: str
-    args: dict
-    infer: Callable     # (tensors, attrs) -> {output name: (dtypes, shape)}
-    run: Callable       # (values, attrs, tensors) -> {output name: values}
+class KernelDef(Row):
+    """A cluster kernel: ``infer`` gives each output's (dtypes, shape)."""
+
     work: Callable      # (tensors, attrs) -> (rate parameter or None, work units or MACs)
     model: Callable | None = None   # (tensors, attrs, params) -> cycles (``cluster_cost``)
 

@@ -2,13 +2,13 @@
 
 ``start(job, l1, bias_add, rounding)`` reads everything a job reads when it starts (weights,
 input patches, streamin words, scale, shift and bias) and returns the commit that stores its
-outputs, exactly as ``ne16_datapath.run_job`` does (its numpy twin: the same streamer address
+outputs, exactly as ``datapath.run_job`` does (its numpy twin: the same streamer address
 arithmetic and arithmetic, and the sources, are documented there; the tests compare the two over
 every mode). The differences are how, not what:
 
 * one compiled call per job (one kernel per filter mode) walks the registers' strides over the
   L1 bytes instead of gathering through index plans; the job's modes, geometry and output
-  layout are a few small arrays per job signature (``ne16_words``), the pointers are passed as
+  layout are a few small arrays per job signature (``words``), the pointers are passed as
   they are;
 * the weights (and linear mode's input vector) are gathered and decoded by the twin, in numpy,
   once per distinct set: the tiles of a layer read the same weights at the same address, so
@@ -30,9 +30,9 @@ import numba
 import numpy as np
 
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9 import ne16_datapath as twin
-from hwsim.targets.gap9.ne16_job import Ne16Job
-from hwsim.targets.gap9.ne16_words import (FILTER, IN_D0, IN_D1, MODE16, NB_HO, NB_KI, NB_KO,
+from hwsim.targets.gap9.ne16 import datapath as twin
+from hwsim.targets.gap9.ne16.job import Ne16Job
+from hwsim.targets.gap9.ne16.words import (FILTER, IN_D0, IN_D1, MODE16, NB_HO, NB_KI, NB_KO,
                                            NB_WO, NO_ROUND, NORM_BIAS, NORM_BITS, NORM_SHIFT,
                                            OUT_BITS, PAD_B, PAD_L, PAD_R, PAD_T, PAD_VALUE,
                                            POINTWISE, QUANT, RELU, REM_HI, REM_KI, REM_WI,
@@ -259,7 +259,7 @@ def _finish(mem, base, g, valid, lanes, stored, pos, out_ptr, scale_ptr, shift_p
 
 @numba.njit(cache=True)
 def _norm_params(mem, g, valid, scale_off, shift_off, bias_off, round_config0):
-    """(ok, scale, bias, shift, rounding term) per valid channel (``ne16_datapath.normquant``):
+    """(ok, scale, bias, shift, rounding term) per valid channel (``datapath.normquant``):
     read only with quant, the bias and shift only when CONFIG0 asks; ok is False on a read
     outside L1."""
     size, k_count = mem.size, valid.size

@@ -2,8 +2,8 @@
 
 ``words(job)`` decodes a job's registers (``Ne16Job``) once per job signature (the registers
 but the pointers: the tiles of a layer share one) into int64 words indexed by the constants
-below, and lays out its outputs as the streamer writes them (``ne16_datapath.output_layout``):
-which channels and positions are written and where. The compiled kernels (``ne16_kernel``)
+below, and lays out its outputs as the streamer writes them (``datapath.output_layout``):
+which channels and positions are written and where. The compiled kernels (``kernel``)
 take these with the pointers beside them.
 """
 
@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from hwsim.targets.gap9.ne16_datapath import output_layout
-from hwsim.targets.gap9.ne16_job import Ne16Job
+from hwsim.targets.gap9.ne16.datapath import output_layout
+from hwsim.targets.gap9.ne16.job import Ne16Job
 
 (FILTER, MODE16, NB_KO, NB_KI, NB_HO, NB_WO, REM_KI, REM_HI, REM_WI, IN_D0, IN_D1, PAD_T, PAD_B,
  PAD_L, PAD_R, PAD_VALUE, STREAMIN, QUANT, NORM_BITS, NORM_BIAS, NORM_SHIFT, SHIFT, NO_ROUND,

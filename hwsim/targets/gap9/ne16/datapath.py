@@ -28,7 +28,7 @@ Every address a job touches is its pointer register plus an offset that depends 
 other registers, so the offsets, masks and store order are worked out once per job signature
 (``Ne16Job.signature``) and reused by the tiles of a layer; the bytes are read every time.
 
-The machine runs the compiled datapath ``ne16_kernel`` (one numba call per job); this module is
+The machine runs the compiled datapath ``kernel`` (one numba call per job); this module is
 its numpy twin, the reference the tests compare it against in every mode.
 """
 
@@ -41,7 +41,7 @@ import numpy as np
 
 from hwsim.errors import MemoryFault
 from hwsim.memory.space import AddressSpace
-from hwsim.targets.gap9.ne16_job import BUFFER, PATCH, TP_IN, Ne16Job
+from hwsim.targets.gap9.ne16.job import BUFFER, PATCH, TP_IN, Ne16Job
 
 # Output position p = 3 * row + column of a 3x3 patch; strided mode keeps the corners.
 _PIX_R, _PIX_C = np.divmod(np.arange(9), 3)

@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 from hwsim.errors import ProgramError
 from hwsim.isa import ne16 as isa
 from hwsim.shapes import conv_out
-from hwsim.targets.gap9.layout import weight_offset
-from hwsim.targets.gap9.ne16_job import BUFFER, PATCH, TP_IN, TP_OUT
+from hwsim.targets.gap9.ne16.layout import weight_offset
+from hwsim.targets.gap9.ne16.job import BUFFER, PATCH, TP_IN, TP_OUT
 
 _MODE = {8: 0, 16: 1, 32: 2}
 
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """One NE16 layer: shapes (HWC input, h_in x w_in x k_in), filter and numerics."""
+    """One NE16 layer: shapes (HWC input, h_in x w_in x k_in), filter and numerics. The
+    scheduler's view of a layer too (``schedule.gap9.ne16.geometry``)."""
 
     h_in: int
     w_in: int
@@ -63,6 +64,11 @@ class LayerSpec:
     @property
     def w_out(self) -> int:
         return conv_out(self.w_in, self.kernel, *self.padding[2:4], self.stride)[0]
+
+    @property
+    def group(self) -> int:
+        """Output channels per k_out subtile."""
+        return TP_IN if self.depthwise else TP_OUT
 
     @property
     def in_bytes(self) -> int:

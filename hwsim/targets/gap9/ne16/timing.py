@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from hwsim.targets.gap9.ne16_job import PATCH, TP_IN, Ne16Job
+from hwsim.targets.gap9.ne16.job import PATCH, TP_IN, Ne16Job
 
 # Bytes one streamer access moves: with the realignment port, they decide the TCDM words (and
 # so the banks) it touches. The streamer's ports: 9 x 32 bit, 256 bits after realignment
