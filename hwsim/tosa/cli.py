@@ -15,7 +15,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from hwsim.errors import ConfigError
 from hwsim.tosa.loaders import TOSA_VERSIONS
 from hwsim.traces.files import STANDARD_OUTPUT, atomic_write_bytes, atomic_write_text, check_output
 

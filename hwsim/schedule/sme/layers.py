@@ -28,7 +28,7 @@ import numpy as np
 from hwsim.errors import ScheduleError
 from hwsim.isa.arguments import TensorRef
 from hwsim.isa.sme_vector import DTYPES, SPACE, VecOp
-from hwsim.schedule.sme.gemm import MODES, PIXEL_TILES, Gemm, Mode, gemm_words
+from hwsim.schedule.sme.gemm import PIXEL_TILES, Gemm, Mode, gemm_words
 from hwsim.targets.sme import layouts
 from hwsim.targets.sme.program import Builder
 from hwsim.tosa.ir import Operator, Tensor
