@@ -23,7 +23,6 @@ saved in benchmarks/results/check.json (a run replaces the rows it measured).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -40,9 +39,8 @@ from hwsim.schedule import _feeds, prepare  # noqa: E402
 from hwsim.schedule.run import simulate  # noqa: E402
 from hwsim.tosa import fp64, load_graph  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
-from hwsim.traces.files import atomic_write_text  # noqa: E402
+from common import MODELS, save_rows  # noqa: E402
 
-MODELS = ROOT.parent / "shared" / "models"
 BIG = "resnet8 fp32 width 2.5"
 CASES = [("resnet8_fp32", "hmx", None), ("ad01_fp32", "hmx", None), (BIG, "hmx", None),
          ("resnet8_int8", "hmx", "dequantise"), ("kws_ref_model", "gap9", "exact"),
@@ -146,13 +144,8 @@ def main(argv=None) -> int:
               f"; {row['runs']} reference runs {row['runs_s'] * 1e3:6.1f} ms){fp64_text}",
               flush=True)
     out = ROOT / "benchmarks" / "results" / "check.json"
-    result = json.loads(out.read_text()) if out.exists() else {}
-    measured = {(r["target"], r["model"], r["mode"]) for r in rows}
-    kept = [r for r in result.get("rows", [])
-            if (r["target"], r["model"], r["mode"]) not in measured]
-    result.update(command="PYTHONPATH=. python benchmarks/bench_check.py", rows=kept + rows)
-    atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    print(f"saved {out}")
+    save_rows(out, rows, ("target", "model", "mode"),
+              "PYTHONPATH=. python benchmarks/bench_check.py")
     return 0
 
 

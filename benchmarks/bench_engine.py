@@ -22,7 +22,6 @@ per second on the SME loop with numerics on.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,7 @@ from hwsim.isa.arguments import TensorRef  # noqa: E402
 from hwsim.isa.gap9 import Program  # noqa: E402
 from hwsim.targets.gap9.ne16.driver import LayerSpec, conv_jobs  # noqa: E402
 from hwsim.targets.sme.program import SmeProgram  # noqa: E402
-from hwsim.traces.files import atomic_write_text  # noqa: E402
+from common import save_rows  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "engine.json"
 L1 = 0x10000000
@@ -147,10 +146,7 @@ def main(argv=None) -> int:
             print(f"{name:<20} {engine:<9} {row['instructions']:>9,} instr {row['cycles']:>11,} "
                   f"cycles {row['wall_s']:8.3f} s {row['instructions_per_s']:12,.0f} instr/s "
                   f"{row['ops_per_s']:12,.0f} ops/s")
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"rows": []}
-    kept = [r for r in old["rows"] if (r["stream"], r["engine"]) not in
-            {(r["stream"], r["engine"]) for r in rows}]
-    atomic_write_text(RESULTS, json.dumps({"rows": kept + rows}, indent=2) + "\n")
+    save_rows(RESULTS, rows, ("stream", "engine"), "PYTHONPATH=. python benchmarks/bench_engine.py")
     return 0
 
 

@@ -33,7 +33,6 @@ peak is reset through ``/proc/self/clear_refs`` before it and read from ``VmHWM`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -45,7 +44,7 @@ import numpy as np  # noqa: E402
 
 import hwsim  # noqa: E402
 from hwsim.tosa.builder import GraphBuilder  # noqa: E402
-from hwsim.traces.files import atomic_write_text  # noqa: E402
+from common import save_rows  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "gemm.json"
 
@@ -162,13 +161,7 @@ def main(argv=None) -> int:
               f"wall {row['warm_wall_s']:.2f} s warm ({row['wall_s']:.2f} s first; "
               + ", ".join(f"{k} {v:.2f}" for k, v in row["warm_phases_s"].items())
               + f"), peak {row['peak_rss_mb']:.0f} MB", flush=True)
-    kept = []
-    if RESULTS.exists():
-        kept = [r for r in json.loads(RESULTS.read_text())["rows"]
-                if r["target"] not in args.targets]
-    result = {"command": "PYTHONPATH=. python benchmarks/bench_gemm.py", "rows": kept + rows}
-    atomic_write_text(RESULTS, json.dumps(result, indent=1) + "\n")
-    print(f"saved {RESULTS}")
+    save_rows(RESULTS, rows, ("target",), "PYTHONPATH=. python benchmarks/bench_gemm.py")
     return 0
 
 

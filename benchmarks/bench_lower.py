@@ -19,7 +19,6 @@ cases it measured and keeps the others.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,9 +31,8 @@ import numpy as np  # noqa: E402
 from hwsim.schedule import _machine, lowering, prepare  # noqa: E402
 from hwsim.tosa import load_graph  # noqa: E402
 from hwsim.tosa.models import model  # noqa: E402
-from hwsim.traces.files import atomic_write_text  # noqa: E402
 from bench_gemm import matmul_graph  # noqa: E402
-from common import MLPERF_TINY, best  # noqa: E402
+from common import MLPERF_TINY, best, save_rows  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "lower.json"
 MODELS = ROOT.parent / "shared" / "models"
@@ -87,13 +85,7 @@ def main(argv=None) -> int:
               f"{row['lower_s'] * 1e3:7.1f} ms ({row['ns_per_instruction']:6.1f} ns each; first "
               f"{row['first_lower_s'] * 1e3:.1f} ms), prepare {row['prepare_s'] * 1e3:.1f} ms",
               flush=True)
-    measured = {r["case"] for r in rows}
-    kept = []
-    if RESULTS.exists():
-        kept = [r for r in json.loads(RESULTS.read_text())["rows"] if r["case"] not in measured]
-    result = {"command": "PYTHONPATH=. python benchmarks/bench_lower.py", "rows": kept + rows}
-    atomic_write_text(RESULTS, json.dumps(result, indent=1) + "\n")
-    print(f"saved {RESULTS}")
+    save_rows(RESULTS, rows, ("case",), "PYTHONPATH=. python benchmarks/bench_lower.py")
     return 0
 
 

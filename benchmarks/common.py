@@ -8,10 +8,13 @@ look-alikes of ``hwsim.tosa.models``.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
 from pathlib import Path
+
+from hwsim.traces.files import atomic_write_text
 
 MODELS = Path(os.environ.get("HWSIM_MODELS") or
               Path(__file__).resolve().parents[2] / "shared" / "models")
@@ -42,3 +45,15 @@ def median(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def save_rows(path: Path, rows: list[dict], key: tuple[str, ...], command: str) -> None:
+    """Write ``rows`` to the results file ``path``: they replace the rows of the same ``key``
+    fields, the file's other rows are kept, so that a run of a few cases updates only those."""
+    def ident(row):
+        return tuple(row[k] for k in key)
+    measured = {ident(r) for r in rows}
+    old = json.loads(path.read_text())["rows"] if path.exists() else []
+    kept = [r for r in old if ident(r) not in measured]
+    atomic_write_text(path, json.dumps({"command": command, "rows": kept + rows}, indent=1) + "\n")
+    print(f"saved {path}")
