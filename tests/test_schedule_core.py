@@ -203,3 +203,31 @@ def test_attribution_skips_only_rows_that_cannot_change_it(seed):
                   np.concatenate([c for _, _, c in every]), 4, len(CLASSES), 2100)
     got = _exclusive(logs, 4, 2100)
     assert np.allclose(got, want, rtol=1e-12, atol=1e-9) and abs(got.sum() - 2100) < 1e-6
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_per_layer_unions_and_overlap_match_a_cycle_by_cycle_count(seed):
+    """Each layer's busy cycles (the union of its rows) and the part of them inside a cover,
+    from one shifted merge, against marking every cycle."""
+    from hwsim.schedule.run import Spans, _covered_before, _per_layer, _sums, _union
+    rng = np.random.default_rng(seed)
+    total, n_layers = 500, 5
+    start = rng.integers(0, total, 200)
+    rows = np.stack([start, np.minimum(start + rng.integers(0, 40, 200), total)], axis=1)
+    layers = rng.integers(-1, n_layers, 200)
+    cover_start = rng.integers(0, total, 30)
+    cover = _union(np.stack([cover_start, np.minimum(cover_start + rng.integers(1, 30, 30),
+                                                     total)], axis=1))
+    merged, owner = _per_layer(Spans(rows, layers), total)
+    busy = _sums(owner, merged[:, 1] - merged[:, 0], n_layers)
+    inside = _sums(owner, _covered_before(cover, merged[:, 1])
+                   - _covered_before(cover, merged[:, 0]), n_layers)
+    covered = np.zeros(total, bool)
+    for a, b in cover:
+        covered[a:b] = True
+    for layer in range(n_layers):
+        marked = np.zeros(total, bool)
+        for a, b in rows[layers == layer]:
+            marked[a:b] = True
+        assert busy[layer] == marked.sum()
+        assert inside[layer] == (marked & covered).sum()

@@ -53,27 +53,37 @@ class Checkpoints:
         self.raw: dict[int, np.ndarray] = {}
         self.pending: dict[int, int] = {}
         self.by_op: dict[int, list[int]] = {}
-        self._ops: dict[int, list[int]] = {}
+        self._last: dict[int, int] = {}             # layer -> its last writer op
         for layer, cp in lowered.checkpoints.items():
             if not cp.writers:
                 self._snap(layer)
 
     def watch(self, table) -> set[int]:
-        """The ops of every layer's writers (from their tags)."""
-        tags = np.asarray(table.tag)
-        for layer, cp in self.lowered.checkpoints.items():
-            if not cp.writers:
-                continue
-            ops = np.flatnonzero(np.isin(tags, np.fromiter(cp.writers, np.int64)))
-            self._ops[layer] = ops.tolist()
-            self.pending[layer] = len(ops)
-            for op in ops.tolist():
-                self.by_op.setdefault(op, []).append(layer)
+        """The ops of every layer's writers (from their tags), matched in one sorted pass."""
+        found = [(layer, cp.writers) for layer, cp in self.lowered.checkpoints.items()
+                 if cp.writers]
+        tags = np.concatenate([np.zeros(0, np.int64)] + [np.fromiter(w, np.int64, len(w))
+                                                         for _, w in found])
+        owner = np.repeat(np.array([layer for layer, _ in found], np.int64),
+                          [len(w) for _, w in found])
+        order = np.argsort(tags, kind="stable")
+        tags, owner = tags[order], owner[order]
+        op_tags = np.asarray(table.tag, np.int64)
+        lo = np.searchsorted(tags, op_tags, "left")
+        count = np.searchsorted(tags, op_tags, "right") - lo
+        ops = np.flatnonzero(count)
+        n = count[ops]
+        pair = np.repeat(lo[ops] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+        op_of, layer_of = np.repeat(ops, n).tolist(), owner[pair].tolist()
+        for op, layer in zip(op_of, layer_of):      # in op order: the last op is the max
+            self.by_op.setdefault(op, []).append(layer)
+            self.pending[layer] = self.pending.get(layer, 0) + 1
+            self._last[layer] = op
         return set(self.by_op)
 
     def stops(self, table) -> set[int]:
         """In program order, each layer's output is complete after its last writer op."""
-        return {max(ops) for ops in self._ops.values() if ops}
+        return set(self._last.values())
 
     def done(self, op: int) -> None:
         for layer in self.by_op[op]:
@@ -127,25 +137,6 @@ def _union(intervals: np.ndarray) -> np.ndarray:
     merged_end = np.zeros(len(starts), np.int64)
     np.maximum.at(merged_end, groups, ends)
     return np.stack([starts, merged_end], axis=1)
-
-
-def _measure(union: np.ndarray) -> int:
-    return int((union[:, 1] - union[:, 0]).sum()) if len(union) else 0
-
-
-def _intersection(a: np.ndarray, b: np.ndarray) -> int:
-    """Measure of the intersection of two merged interval sets: a sweep over both sets' edges,
-    counting the pieces that both cover."""
-    if not len(a) or not len(b):
-        return 0
-    points = np.concatenate([a[:, 0], a[:, 1], b[:, 0], b[:, 1]])
-    ones = np.ones(len(a), np.int64), np.ones(len(b), np.int64)
-    in_a = np.concatenate([ones[0], -ones[0], 0 * ones[1], 0 * ones[1]])
-    in_b = np.concatenate([0 * ones[0], 0 * ones[0], ones[1], -ones[1]])
-    order = np.argsort(points, kind="stable")
-    points = points[order]
-    both = (np.cumsum(in_a[order]) > 0) & (np.cumsum(in_b[order]) > 0)
-    return int(np.diff(points)[both[:-1]].sum())
 
 
 @dataclass
@@ -327,12 +318,33 @@ def _joined(logs: dict, kind: str) -> Spans:
                  np.concatenate([s.layers for s in found]))
 
 
-def _by_layer(spans: Spans, n_layers: int) -> list[np.ndarray]:
-    """The merged intervals of each layer."""
-    order = np.argsort(spans.layers, kind="stable")
-    bounds = np.searchsorted(spans.layers[order], np.arange(n_layers + 1))
-    rows = spans.rows[order]
-    return [_union(rows[bounds[i]:bounds[i + 1]]) for i in range(n_layers)]
+def _per_layer(spans: Spans, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """The union of each layer's intervals (all within [0, total]): merged rows and the layer
+    of each. Shifting layer k's rows by k * (total + 1) keeps the layers apart, so one merge
+    does them all."""
+    ok = spans.layers >= 0
+    shift = (spans.layers[ok].astype(np.int64) * (total + 1))[:, None]
+    merged = _union(spans.rows[ok].astype(np.int64) + shift)
+    layers = merged[:, 0] // (total + 1)
+    return merged - (layers * (total + 1))[:, None], layers
+
+
+def _covered_before(cover: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The measure of ``cover`` (sorted, merged rows) before each time in ``t``."""
+    if not len(cover):
+        return np.zeros(len(t), np.int64)
+    lengths = cover[:, 1] - cover[:, 0]
+    before = np.concatenate([[0], np.cumsum(lengths)])
+    i = np.searchsorted(cover[:, 0], t, side="right") - 1
+    at = np.maximum(i, 0)
+    return np.where(i >= 0, before[at] + np.clip(t - cover[at, 0], 0, lengths[at]), 0)
+
+
+def _sums(layers: np.ndarray, values: np.ndarray, n_layers: int) -> np.ndarray:
+    """The sum of ``values`` of each layer (int64)."""
+    out = np.zeros(n_layers, np.int64)
+    np.add.at(out, layers, values)
+    return out
 
 
 def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> dict:
@@ -342,8 +354,12 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
     cycles = by_class.sum(axis=0)
     compute = _joined(logs, ":compute")
     compute_all = _union(compute.rows)
-    per_compute = _by_layer(compute, n_layers)
-    per_movement = _by_layer(_joined(logs, ":movement"), n_layers)
+    rows, layers = _per_layer(compute, result.cycles)
+    compute_busy = _sums(layers, rows[:, 1] - rows[:, 0], n_layers)
+    rows, layers = _per_layer(_joined(logs, ":movement"), result.cycles)
+    movement = _sums(layers, rows[:, 1] - rows[:, 0], n_layers)
+    hidden = _sums(layers, _covered_before(compute_all, rows[:, 1])
+                   - _covered_before(compute_all, rows[:, 0]), n_layers)
     every = _joined(logs, "")
     ok = every.layers >= 0
     first = np.full(n_layers, np.iinfo(np.int64).max)
@@ -356,21 +372,20 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
             if port in moved:
                 nbytes[level] += moved[port]
     peaks = {u.name: u.peak_macs for u in result.records.table.units}
-    rows = []
+    out = []
     for layer in range(n_layers):
-        busy, moved = _measure(per_compute[layer]), _measure(per_movement[layer])
-        rows.append({
+        busy, moving = int(compute_busy[layer]), int(movement[layer])
+        out.append({
             "cycles": float(cycles[layer]),
             "split": {c: float(by_class[k, layer]) for k, c in enumerate(CLASSES)},
             "span": (int(first[layer]), int(last[layer])) if last[layer] >= 0 else None,
-            "compute": busy, "movement": moved,
-            "overlap": _intersection(per_movement[layer], compute_all) / moved if moved else
-            None,
-            "bound": "compute" if busy >= moved else "memory",
+            "compute": busy, "movement": moving,
+            "overlap": int(hidden[layer]) / moving if moving else None,
+            "bound": "compute" if busy >= moving else "memory",
             "bytes": {level: int(v[layer]) for level, v in nbytes.items()},
             "peak": max((peaks[u] for u in lowered.units.get(layer, ()) if u in peaks), default=0),
         })
-    return {"layers": rows, "totals": _totals(result, lowering)}
+    return {"layers": out, "totals": _totals(result, lowering)}
 
 
 def _totals(result, lowering: Lowering) -> dict:

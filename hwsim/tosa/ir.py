@@ -16,6 +16,7 @@ Not modelled: control flow (COND_IF/WHILE_LOOP sub-graphs), variables, unranked 
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -287,9 +288,11 @@ class Graph:
 
     # -- derived graphs -----------------------------------------------------------------------
     def with_outputs(self, outputs: Iterable["Tensor | str"]) -> "Graph":
-        """The same operators with other graph outputs (e.g. every tensor, for goldens)."""
-        return Graph(self.operators, self.inputs, [self.tensor(self._name(t)) for t in outputs],
-                     self.name, self.version)
+        """The same operators with other graph outputs (e.g. every tensor, for goldens). Any
+        tensor of a valid graph is a valid output, so nothing is validated again."""
+        graph = copy.copy(self)
+        graph.outputs = [self.tensor(self._name(t)) for t in outputs]
+        return graph
 
     def operator_graph(self, op: Operator) -> "Graph":
         """A one-operator graph: ``op`` with its non-constant inputs as the graph inputs."""

@@ -23,6 +23,7 @@ registers and predicates still run. ``moved[i]`` receives the bytes memory instr
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,13 +97,18 @@ def decode(words) -> Decoded:
             instructions.append(None)
             continue
         try:
-            ins = sme.decode(word)
+            table[row], ins = _decoded(word)
         except EncodingError as exc:
             at = int(np.flatnonzero(words == word)[0])
             raise ProgramError(f"instruction {at} ({word:#010x}): {exc}") from None
-        table[row] = _row(ins)
         instructions.append(ins)
     return Decoded(table, inverse, unique, instructions)
+
+
+@functools.lru_cache(maxsize=1 << 16)    # programs of one model share most of their words
+def _decoded(word: int) -> tuple[tuple[int, ...], sme.Instruction]:
+    ins = sme.decode(word)
+    return tuple(_row(ins)), ins
 
 
 @jit

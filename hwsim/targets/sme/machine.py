@@ -24,6 +24,7 @@ multi-vector SME2 instructions.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 
@@ -47,6 +48,7 @@ LOAD_GROUP = -1                   # a transfer to the load port that frees first
 _REGISTER = re.compile(r"([a-z]+)(\d+)")
 
 
+@functools.lru_cache(maxsize=None)     # a few dozen register names
 def resource(name: str):
     """A semantics resource name as a builder key: ``z3`` -> ("z", 3), ``za1.s`` -> ("za", 1);
     stalls are then reported per kind (``wait z``)."""
