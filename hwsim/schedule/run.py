@@ -74,11 +74,15 @@ class Checkpoints:
         ops = np.flatnonzero(count)
         n = count[ops]
         pair = np.repeat(lo[ops] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-        op_of, layer_of = np.repeat(ops, n).tolist(), owner[pair].tolist()
-        for op, layer in zip(op_of, layer_of):      # in op order: the last op is the max
-            self.by_op.setdefault(op, []).append(layer)
-            self.pending[layer] = self.pending.get(layer, 0) + 1
-            self._last[layer] = op
+        layers = owner[pair]
+        counts = np.bincount(layers)
+        last = np.full(len(counts), -1, np.int64)
+        np.maximum.at(last, layers, np.repeat(ops, n))
+        found = np.flatnonzero(counts).tolist()
+        self.pending = dict(zip(found, counts[found].tolist()))
+        self._last = dict(zip(found, last[found].tolist()))
+        layers, ends = layers.tolist(), np.cumsum(n).tolist()
+        self.by_op = {op: layers[end - k:end] for op, k, end in zip(ops.tolist(), n.tolist(), ends)}
         return set(self.by_op)
 
     def stops(self, table) -> set[int]:
