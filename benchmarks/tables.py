@@ -83,13 +83,14 @@ def models_speed(target: str) -> str:
     rows = []
     for r in _model_rows(target):
         phases = r["phases_s"]
-        split = " / ".join(_seconds(phases[k]) for k in ("lower", "simulate", "attribute",
-                                                         "check"))
+        split = " / ".join(_seconds(phases[k]) if k in phases else "-"
+                           for k in ("lower", "simulate", "attribute", "check", "reference"))
         rows.append([r["model"], r["mode"], _seconds(r["reference_s"]), _seconds(r["warm_s"]),
                      f"{r['ratio']:.1f}x", split, _seconds(r["cold_s"]),
                      f"{r['peak_mb']:.0f} MB", f"{r['numerics_speedup']:.2f}x"])
     return _table(["model", "mode", "reference model", "estimate --check (warm)", "ratio",
-                   "lower / simulate / attribute / check", "cold (empty numba cache)",
+                   "lower / simulate / attribute / check / its reference runs",
+                   "cold (empty numba cache)",
                    "peak RSS", "timing-only speed-up"], rows)
 
 

@@ -97,3 +97,23 @@ def test_layer_goldens_come_from_the_whole_graph_run_unless_inputs_differ(monkey
     assert readers and rerun == readers
     for index, value in separate.items():
         assert found[index].tobytes() == value.tobytes(), index
+
+
+def test_the_check_reports_the_reference_models_own_time_apart():
+    """``wall`` splits a checked estimate into disjoint phases; ``reference`` is the time the
+    check spent in the reference model, metered only inside the check."""
+    import hwsim
+    from hwsim.tosa.models import model as synthetic
+    from hwsim.tosa.reference import metered, run_graph
+    graph = synthetic("autoencoder", dtype="int8")
+    report = hwsim.estimate(graph, "gap9", check=True)
+    assert list(report.wall) == ["lower", "simulate", "attribute", "check", "reference"]
+    assert report.wall["reference"] > 0 and report.wall["check"] > 0
+    assert "reference" not in hwsim.estimate(graph, "gap9").wall
+    x = np.zeros(graph.inputs[0].shape, np.int8)
+    with metered() as outer:
+        with metered() as inner:
+            run_graph(graph, x)
+        assert outer[0] == 0.0 < inner[0]
+    run_graph(graph, x)
+    assert outer[0] == 0.0

@@ -19,6 +19,7 @@ with that line.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import json
 import os
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -118,9 +120,34 @@ def graph_inputs(graph: Graph, inputs) -> list[np.ndarray]:
     return arrays
 
 
+_METER: contextvars.ContextVar[list | None] = contextvars.ContextVar("reference_meter",
+                                                                     default=None)
+
+
+@contextlib.contextmanager
+def metered() -> Iterator[list[float]]:
+    """Yields a list whose one item sums the seconds spent in ``run_graph`` within the block
+    (how much of a check is the reference model's own time)."""
+    box = [0.0]
+    token = _METER.set(box)
+    try:
+        yield box
+    finally:
+        _METER.reset(token)
+
+
 def run_graph(graph: Graph, inputs: Inputs, isolated: bool = False) -> dict[str, np.ndarray]:
     """Run ``graph`` on the reference model; the outputs by name, as each tensor's values.
     ``isolated`` runs the reference model binary in a subprocess (thread-safe, slower)."""
+    box, start = _METER.get(), time.perf_counter()
+    try:
+        return _run_graph(graph, inputs, isolated)
+    finally:
+        if box is not None:
+            box[0] += time.perf_counter() - start
+
+
+def _run_graph(graph: Graph, inputs: Inputs, isolated: bool) -> dict[str, np.ndarray]:
     import tosa_reference_model as rm
     arrays = [to_bits(t.dtype, a) for t, a in zip(graph.inputs, graph_inputs(graph, inputs))]
     if isolated or any(t.dtype.name in BINARY_ONLY for t in graph.inputs + graph.outputs):
