@@ -24,6 +24,7 @@ multi-vector SME2 instructions.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import replace
@@ -264,11 +265,11 @@ class SmeMachine(Machine):
                     if commit is not None:
                         commit()
                 i = at + 1
-            while s < len(stops) and stops[s] < i:
-                s += 1
-            while w < len(watch) and watch[w] < i:
-                effects.done(watch[w])
-                w += 1
+            s = bisect.bisect_left(stops, i, s)
+            passed = bisect.bisect_left(watch, i, w)
+            for op in watch[w:passed]:
+                effects.done(op)
+            w = passed
         memory = self._memory_ops
         table.xfer_bytes[table.xfer_ptr[memory]] = moved[memory]
 
@@ -323,10 +324,11 @@ def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
     def column(name, dtype):
         return np.array([getattr(r, name) for r in rows], dtype)[which]
 
-    def ragged(name, fields, dtypes):
-        counts = np.array([len(getattr(r, name)) for r in rows], np.int64)
-        flat = [np.array([e[k] for r in rows for e in getattr(r, name)], d)
-                for k, d in enumerate(dtypes)]
+    def ragged(name, dtypes):
+        lists = [getattr(r, name) for r in rows]
+        counts = np.fromiter(map(len, lists), np.int64, len(lists))
+        pairs = np.array([e for entries in lists for e in entries], np.int64).reshape(-1, 2)
+        flat = [pairs[:, k].astype(d) for k, d in enumerate(dtypes)]
         starts = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(counts, out=starts[1:])
         per_op = counts[which]
@@ -335,8 +337,8 @@ def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
                             per_op) + np.arange(total)
         return per_op, [f[offsets] if len(f) else f for f in flat]
 
-    dep_count, (dep_res, dep_mode) = ragged("deps", 2, (np.int32, np.int8))
-    xfer_count, (xfer_port, xfer_bytes) = ragged("xfers", 2, (np.int32, np.int64))
+    dep_count, (dep_res, dep_mode) = ragged("deps", (np.int32, np.int8))
+    xfer_count, (xfer_port, xfer_bytes) = ragged("xfers", (np.int32, np.int64))
     return Chunk(column("unit", np.int32), column("cycles", np.int64),
                  column("latency", np.int64), column("macs", np.int64),
                  np.arange(len(which), dtype=np.int64), column("label", np.int32), dep_count,
