@@ -10,7 +10,8 @@ the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` 
 
 * ``warm_s``: wall time of ``estimate(..., check=True)`` (lower, simulate, attribute, judge every
   layer and the outputs) with the numba cache warm: the median of ``--repeat`` runs after one
-  warm-up in this process; ``phases_s`` splits it;
+  warm-up in this process; ``phases_s`` splits it (``reference``: the reference model's own
+  runs inside the check, which no speed-up of the simulator removes);
 * ``cold_s``: the same call in a fresh subprocess with an empty ``NUMBA_CACHE_DIR`` (numba
   compiles every kernel), and ``cold_process_s`` the whole subprocess (imports too);
 * ``peak_mb``: the subprocess's peak resident memory (Linux ``VmHWM``; not ``ru_maxrss``,
@@ -18,7 +19,7 @@ the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` 
 * ``reference_s``: the official TOSA reference model running the same graph on the same input
   (``hwsim.tosa.reference.run_graph``), measured in the same process, each reference run
   right before an estimate run so that both see the same machine load; ``ratio`` is the median
-  of the paired ratios estimate / reference (the aim is 5 or less);
+  of the paired ratios estimate / reference (the aim is 2 or less);
 * ``timing_only_s`` and ``numerics_speedup``: ``estimate`` without ``check`` with and without
   the datapaths (``numerics=False``), and their ratio.
 
