@@ -10,8 +10,10 @@ the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` 
 
 * ``warm_s``: wall time of ``estimate(..., check=True)`` (lower, simulate, attribute, judge every
   layer and the outputs) with the numba cache warm: the median of ``--repeat`` runs after one
-  warm-up in this process; ``phases_s`` splits it (``reference``: the reference model's own
-  runs inside the check, which no speed-up of the simulator removes);
+  warm-up in this process, each on a fresh copy of the graph (so that every run is a first
+  estimate of that graph: nothing a lowering keeps with a graph object is reused);
+  ``phases_s`` splits it (``reference``: the reference model's own runs inside the check,
+  which no speed-up of the simulator removes);
 * ``cold_s``: the same call in a fresh subprocess with an empty ``NUMBA_CACHE_DIR`` (numba
   compiles every kernel), and ``cold_process_s`` the whole subprocess (imports too);
 * ``peak_mb``: the subprocess's peak resident memory (Linux ``VmHWM``; not ``ru_maxrss``,
@@ -43,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +55,7 @@ import numpy as np  # noqa: E402
 
 from hwsim.schedule import LOWERINGS, estimate, lowering  # noqa: E402
 from hwsim.tosa import load_graph  # noqa: E402
+from hwsim.tosa.ir import Graph, Operator, Tensor  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.reference import run_graph  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
@@ -127,12 +131,13 @@ def measure(name: str, source: str, graph, target: str, repeat: int, mode: str |
     pairs, reports = [], []
     for _ in range(repeat):
         reference = median(lambda: run_graph(reference_graph, x), 1)
-        warm = median(lambda: reports.append(estimate(graph, target, check=True, **run)),
-                           1)
+        warm = timed(graph, lambda g: reports.append(estimate(g, target, check=True, **run)))
         pairs.append((reference, warm))
     phases = {k: statistics.median(r.wall[k] for r in reports) for k in reports[0].wall}
-    full = median(lambda: estimate(graph, target, **run), repeat)
-    timing = median(lambda: estimate(graph, target, numerics=False, **run), repeat)
+    full = statistics.median(timed(graph, lambda g: estimate(g, target, **run))
+                             for _ in range(repeat))
+    timing = statistics.median(timed(graph, lambda g: estimate(g, target, numerics=False, **run))
+                               for _ in range(repeat))
     exact = all(r.verdict.status == "exact" for r in report.layers)
     return {"target": target, "model": name, "mode": report.mode, "layers": len(report.layers),
             "operators": len(graph), "macs": graph.macs, "cycles": report.cycles,
@@ -143,6 +148,31 @@ def measure(name: str, source: str, graph, target: str, repeat: int, mode: str |
             "ratio": statistics.median(w / r for r, w in pairs),
             "phases_s": phases, **cold(source, target, x, mode, dtype), "full_s": full,
             "timing_only_s": timing, "numerics_speedup": full / timing}
+
+
+def timed(graph, fn) -> float:
+    """Wall time of ``fn`` on a fresh copy of ``graph`` (made before the clock starts): each
+    estimate is a first one, so nothing kept with a graph between estimates is measured."""
+    fresh = _copy(graph)
+    start = time.perf_counter()
+    fn(fresh)
+    return time.perf_counter() - start
+
+
+def _copy(graph: Graph) -> Graph:
+    """The same graph made of new tensors (constants' data copied) and operators."""
+    made: dict = {}
+
+    def tensor(t: Tensor) -> Tensor:
+        if t.name not in made:
+            made[t.name] = Tensor(t.name, t.shape, t.dtype,
+                                  None if t.data is None else t.data.copy())
+        return made[t.name]
+
+    ops = [Operator(op.op, [tensor(t) for t in op.inputs], [tensor(t) for t in op.outputs],
+                    dict(op.attrs), op.name) for op in graph]
+    return Graph(ops, [tensor(t) for t in graph.inputs], [tensor(t) for t in graph.outputs],
+                 graph.name, graph.version)
 
 
 def report_graph(graph, target: str, mode: str | None):
