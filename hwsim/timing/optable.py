@@ -27,6 +27,7 @@ ops) or a whole ``Chunk`` of rows as arrays (machines with millions).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -134,6 +135,39 @@ class Chunk:
     xfer_bytes: np.ndarray = None
 
 
+class _Rows:
+    """Rows added one at a time: a tuple of integer columns per op and the ragged columns as
+    flat lists (``table`` turns each into an array in one pass)."""
+
+    def __init__(self):
+        self.ints: list = []            # ROW_INTS per op
+        self.dep_res: list = []
+        self.dep_mode: list = []
+        self.xfers: list = []           # port, bytes, port, bytes, ...
+        self.traffic: list = []         # (row, words, bytes per cycle) of ops with traffic
+        self.acc_words: list = []
+        self.acc_count: list = []
+
+    def arrays(self) -> tuple:
+        n = len(self.ints)
+        cols = np.fromiter(itertools.chain.from_iterable(self.ints), np.int64,
+                           n * ROW_INTS).reshape(n, ROW_INTS).T
+        (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, xfer_count,
+         traffic, master, acc_n) = cols
+        words, rate = np.zeros(n), np.zeros(n)
+        if self.traffic:
+            row, w, r = zip(*self.traffic)
+            words[list(row)], rate[list(row)] = w, r
+        xfers = np.asarray(self.xfers, np.int64).reshape(-1, 2)
+        return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count,
+                np.asarray(self.dep_res, np.int32), np.asarray(self.dep_mode, np.int8),
+                xfer_count, xfers[:, 0], xfers[:, 1], traffic, master, words, rate, acc_n,
+                np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))
+
+
+ROW_INTS = 13       # the integer columns of ``_Rows.ints``
+
+
 class OpBuilder:
     """Builds an ``OpTable`` row by row (``add``) or chunk by chunk (``extend``)."""
 
@@ -149,7 +183,7 @@ class OpBuilder:
         self._resources: dict = {}
         self._res_kind: list[int] = []
         self._masters: dict[str, int] = {}
-        self._rows: list = []          # per-op tuples, flushed into chunks
+        self._rows = _Rows()            # rows since the last chunk
         self._chunks: list = []
         self.args: dict = {}
         self.count = 0
@@ -185,14 +219,34 @@ class OpBuilder:
         """Append one op; returns its index. ``transfers``: (port index or -1 - group, bytes);
         ``stall``: (reason, cycles); ``traffic``: ``("pay", master, {words: accesses})`` or
         ``("record", master, words, bytes_per_cycle)``."""
-        deps = [(self.resource(r), DEP_READ) for r in reads] + \
-            [(self.resource(r), DEP_PART) for r in parts] + \
-            [(self.resource(r), DEP_WRITE) for r in writes]
+        rows, resource = self._rows, self.resource
+        deps = xfers = 0
+        for mode, keys in ((DEP_READ, reads), (DEP_PART, parts), (DEP_WRITE, writes)):
+            if keys:
+                ids = [resource(r) for r in keys]
+                rows.dep_res += ids
+                rows.dep_mode += [mode] * len(ids)
+                deps += len(ids)
+        for p, b in transfers:
+            rows.xfers += (int(p), int(b))
+            xfers += 1
         reason, stall_cycles = (-1, 0) if not stall or not stall[1] else \
             (self.reason(stall[0]), int(stall[1]))
-        self._rows.append((self.unit_index[unit], int(cycles), int(latency), int(macs),
-                           int(tag), self.label(label), stall_cycles, reason, deps,
-                           [(int(p), int(b)) for p, b in transfers], traffic))
+        kind, master, accesses = TRAFFIC_NONE, -1, 0
+        if traffic is not None:
+            master = self.master(traffic[1])
+            if traffic[0] == "pay":
+                kind, pattern = TRAFFIC_PAY, traffic[2]
+                accesses = len(pattern)
+                rows.acc_words += [float(w) for w in pattern]
+                rows.acc_count += [int(c) for c in pattern.values()]
+                words, rate = sum(w * c for w, c in pattern.items()), 0.0
+            else:
+                kind, words, rate = TRAFFIC_RECORD, traffic[2], traffic[3]
+            rows.traffic.append((len(rows.ints), words, rate))
+        rows.ints.append((self.unit_index[unit], int(cycles), int(latency), int(macs), int(tag),
+                          self.label(label), stall_cycles, reason, deps, xfers, kind,
+                          master, accesses))
         if args:
             self.args[self.count] = args
         self.count += 1
@@ -205,14 +259,14 @@ class OpBuilder:
         self.count += n
 
     def _flush(self) -> None:
-        if self._rows:
+        if self._rows.ints:
             self._chunks.append(("rows", self._rows))
-            self._rows = []
+            self._rows = _Rows()
 
     # -- the table ---------------------------------------------------------------------------
     def table(self) -> OpTable:
         self._flush()
-        parts = [self._rows_arrays(data) if kind == "rows" else self._chunk_arrays(data)
+        parts = [data.arrays() if kind == "rows" else self._chunk_arrays(data)
                  for kind, data in self._chunks]
         cols = {}
         names = ("unit", "cycles", "latency", "macs", "tag", "label", "stall", "stall_reason",
@@ -235,43 +289,6 @@ class OpBuilder:
             cols["acc_words"], cols["acc_count"], list(self._labels), list(self._reasons),
             list(self._kinds), np.asarray(self._res_kind, np.int32), dict(self.args),
             self.traffic_banks)
-
-    def _rows_arrays(self, rows: list) -> tuple:
-        n = len(rows)
-        unit, cycles, latency, macs, tag, label, stall, reason = (
-            np.fromiter((r[k] for r in rows), np.int64, n) for k in range(8))
-        deps = [d for r in rows for d in r[8]]
-        xfers = [x for r in rows for x in r[9]]
-        traffic = np.zeros(n, np.int8)
-        master = np.full(n, -1, np.int32)
-        words = np.zeros(n)
-        rate = np.zeros(n)
-        acc_n = np.zeros(n, np.int64)
-        acc_words, acc_count = [], []
-        for i, r in enumerate(rows):
-            t = r[10]
-            if t is None:
-                continue
-            master[i] = self.master(t[1])
-            if t[0] == "pay":
-                traffic[i] = TRAFFIC_PAY
-                pattern = t[2]
-                acc_n[i] = len(pattern)
-                acc_words += [float(w) for w in pattern]
-                acc_count += [int(c) for c in pattern.values()]
-                words[i] = sum(w * c for w, c in pattern.items())
-            else:
-                traffic[i] = TRAFFIC_RECORD
-                words[i], rate[i] = t[2], t[3]
-        return (unit, cycles, latency, macs, tag, label, stall, reason,
-                np.fromiter((len(r[8]) for r in rows), np.int64, n),
-                np.asarray([d[0] for d in deps], np.int32),
-                np.asarray([d[1] for d in deps], np.int8),
-                np.fromiter((len(r[9]) for r in rows), np.int64, n),
-                np.asarray([x[0] for x in xfers], np.int32),
-                np.asarray([x[1] for x in xfers], np.int64),
-                traffic, master, words, rate, acc_n, np.asarray(acc_words, np.float64),
-                np.asarray(acc_count, np.int64))
 
     @staticmethod
     def _chunk_arrays(c: Chunk) -> tuple:
