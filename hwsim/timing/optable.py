@@ -141,9 +141,8 @@ class _Rows:
 
     def __init__(self):
         self.ints: list = []            # ROW_INTS per op
-        self.dep_res: list = []
-        self.dep_mode: list = []
-        self.xfers: list = []           # port, bytes, port, bytes, ...
+        self.deps: list = []            # (resource, mode)
+        self.xfers: list = []           # (port, bytes)
         self.traffic: list = []         # (row, words, bytes per cycle) of ops with traffic
         self.acc_words: list = []
         self.acc_count: list = []
@@ -158,14 +157,20 @@ class _Rows:
         if self.traffic:
             row, w, r = zip(*self.traffic)
             words[list(row)], rate[list(row)] = w, r
-        xfers = np.asarray(self.xfers, np.int64).reshape(-1, 2)
+        deps = _pairs(self.deps)
+        xfers = _pairs(self.xfers)
         return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count,
-                np.asarray(self.dep_res, np.int32), np.asarray(self.dep_mode, np.int8),
-                xfer_count, xfers[:, 0], xfers[:, 1], traffic, master, words, rate, acc_n,
+                deps[0], deps[1], xfer_count, xfers[0], xfers[1], traffic, master, words, rate, acc_n,
                 np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))
 
 
 ROW_INTS = 13       # the integer columns of ``_Rows.ints``
+
+
+def _pairs(pairs: list) -> np.ndarray:
+    """[2, n] from n pairs of integers."""
+    return np.fromiter(itertools.chain.from_iterable(pairs), np.int64,
+                       2 * len(pairs)).reshape(-1, 2).T
 
 
 class OpBuilder:
@@ -219,17 +224,17 @@ class OpBuilder:
         """Append one op; returns its index. ``transfers``: (port index or -1 - group, bytes);
         ``stall``: (reason, cycles); ``traffic``: ``("pay", master, {words: accesses})`` or
         ``("record", master, words, bytes_per_cycle)``."""
-        rows, resource = self._rows, self.resource
-        deps = xfers = 0
-        for mode, keys in ((DEP_READ, reads), (DEP_PART, parts), (DEP_WRITE, writes)):
-            if keys:
-                ids = [resource(r) for r in keys]
-                rows.dep_res += ids
-                rows.dep_mode += [mode] * len(ids)
-                deps += len(ids)
-        for p, b in transfers:
-            rows.xfers += (int(p), int(b))
-            xfers += 1
+        rows = self._rows
+        deps, xfers = rows.deps, rows.xfers
+        first_dep, first_xfer = len(deps), len(xfers)
+        if reads:
+            deps += [(self.resource(r), DEP_READ) for r in reads]
+        if parts:
+            deps += [(self.resource(r), DEP_PART) for r in parts]
+        if writes:
+            deps += [(self.resource(r), DEP_WRITE) for r in writes]
+        if transfers:
+            xfers += [(int(p), int(b)) for p, b in transfers]
         reason, stall_cycles = (-1, 0) if not stall or not stall[1] else \
             (self.reason(stall[0]), int(stall[1]))
         kind, master, accesses = TRAFFIC_NONE, -1, 0
@@ -245,7 +250,8 @@ class OpBuilder:
                 kind, words, rate = TRAFFIC_RECORD, traffic[2], traffic[3]
             rows.traffic.append((len(rows.ints), words, rate))
         rows.ints.append((self.unit_index[unit], int(cycles), int(latency), int(macs), int(tag),
-                          self.label(label), stall_cycles, reason, deps, xfers, kind,
+                          self.label(label), stall_cycles, reason, len(deps) - first_dep,
+                          len(xfers) - first_xfer, kind,
                           master, accesses))
         if args:
             self.args[self.count] = args
