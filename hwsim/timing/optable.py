@@ -157,10 +157,9 @@ class _Rows:
         if self.traffic:
             row, w, r = zip(*self.traffic)
             words[list(row)], rate[list(row)] = w, r
-        deps = _pairs(self.deps)
-        xfers = _pairs(self.xfers)
-        return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count,
-                deps[0], deps[1], xfer_count, xfers[0], xfers[1], traffic, master, words, rate, acc_n,
+        (dep_res, dep_mode), (xfer_port, xfer_bytes) = _pairs(self.deps), _pairs(self.xfers)
+        return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, dep_res,
+                dep_mode, xfer_count, xfer_port, xfer_bytes, traffic, master, words, rate, acc_n,
                 np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))
 
 

@@ -5,7 +5,8 @@ Each row of ``KERNELS`` declares the kernel's arguments once (tensors in L1, int
 words); binding a program's ``cluster`` line checks names, types, dtypes and the output shape
 against the TOSA shape rules and fails with file:line:column otherwise.
 
-Semantics are the TOSA operators of ``hwsim.tosa_int`` (the kernel name says which). Kernels that
+Semantics are the TOSA operators of ``hwsim.tosa_int`` (the kernel name says which; conv2d and
+matmul run compiled, ``cluster_conv``, with those as their numpy twins). Kernels that
 produce int32 (conv2d, depthwise_conv2d, matmul, add, sub, mul, maximum, minimum) optionally end
 with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``scale32=0``),
 ``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
@@ -32,7 +33,7 @@ import numpy as np
 from hwsim.errors import TraceSyntaxError
 from hwsim.isa.arguments import TensorRef
 from hwsim.isa.gap9 import Kernel
-from hwsim.targets.gap9 import cluster_cost
+from hwsim.targets.gap9 import cluster_conv, cluster_cost
 from hwsim.targets.gap9.tcdm import core_stalls
 from hwsim.targets.routines import (Arg, Bound, In, Out, Row, broadcast, fail, run_rescale,
                                     where)
@@ -185,7 +186,7 @@ def _requant(values, x, a, t):
 
 
 def _run_conv(x, a, t, depthwise=False):
-    fn = ops.depthwise_conv2d if depthwise else ops.conv2d
+    fn = ops.depthwise_conv2d if depthwise else cluster_conv.conv2d
     acc = fn(x["in"], x["weight"], x.get("bias"), a["pad"], a["stride"], a["dilation"],
              a["in_zp"], a["weight_zp"])
     return {"out": _requant(acc, x, a, t)}
@@ -260,8 +261,8 @@ KERNELS = {k.name: k for k in [
                          "b_zp": Arg("int", 0), **RESCALE_ARGS},
               lambda t, a: _out_requant(t, a, (t["a"].shape[0], t["a"].shape[1],
                                                t["b"].shape[2])),
-              lambda x, a, t: {"out": _requant(ops.matmul(x["a"], x["b"], a["a_zp"], a["b_zp"]),
-                                               x, a, t)},
+              lambda x, a, t: {"out": _requant(cluster_conv.matmul(x["a"], x["b"], a["a_zp"],
+                                                                   a["b_zp"]), x, a, t)},
               lambda t, a, p: cluster_cost.matmul_cycles(p, t["out"].shape, t["a"].shape[2]),
               lambda t, a: math.prod(t["out"].shape) * t["a"].shape[2]),
     _modelled("avg_pool2d", {**POOL_ARGS, "in_zp": Arg("int", 0), "out_zp": Arg("int", 0)},
