@@ -226,36 +226,41 @@ class OpBuilder:
         rows = self._rows
         deps, xfers = rows.deps, rows.xfers
         first_dep, first_xfer = len(deps), len(xfers)
-        if reads:
-            deps += [(self.resource(r), DEP_READ) for r in reads]
-        if parts:
-            deps += [(self.resource(r), DEP_PART) for r in parts]
-        if writes:
-            deps += [(self.resource(r), DEP_WRITE) for r in writes]
-        if transfers:
-            xfers += [(int(p), int(b)) for p, b in transfers]
+        resource = self.resource
+        for r in reads:
+            deps.append((resource(r), DEP_READ))
+        for r in parts:
+            deps.append((resource(r), DEP_PART))
+        for r in writes:
+            deps.append((resource(r), DEP_WRITE))
+        for p, b in transfers:
+            xfers.append((int(p), int(b)))
         reason, stall_cycles = (-1, 0) if not stall or not stall[1] else \
             (self.reason(stall[0]), int(stall[1]))
-        kind, master, accesses = TRAFFIC_NONE, -1, 0
-        if traffic is not None:
-            master = self.master(traffic[1])
-            if traffic[0] == "pay":
-                kind, pattern = TRAFFIC_PAY, traffic[2]
-                accesses = len(pattern)
-                rows.acc_words += [float(w) for w in pattern]
-                rows.acc_count += [int(c) for c in pattern.values()]
-                words, rate = sum(w * c for w, c in pattern.items()), 0.0
-            else:
-                kind, words, rate = TRAFFIC_RECORD, traffic[2], traffic[3]
-            rows.traffic.append((len(rows.ints), words, rate))
+        kind, master, accesses = (TRAFFIC_NONE, -1, 0) if traffic is None else \
+            self._traffic(rows, traffic)
         rows.ints.append((self.unit_index[unit], int(cycles), int(latency), int(macs), int(tag),
                           self.label(label), stall_cycles, reason, len(deps) - first_dep,
-                          len(xfers) - first_xfer, kind,
-                          master, accesses))
+                          len(xfers) - first_xfer, kind, master, accesses))
         if args:
             self.args[self.count] = args
         self.count += 1
         return self.count - 1
+
+    def _traffic(self, rows: _Rows, traffic: tuple) -> tuple[int, int, int]:
+        """(kind, master, accesses) of an op's ``traffic`` (``add``), its words and rate and
+        access pattern recorded in ``rows``."""
+        master = self.master(traffic[1])
+        if traffic[0] != "pay":
+            rows.traffic.append((len(rows.ints), traffic[2], traffic[3]))
+            return TRAFFIC_RECORD, master, 0
+        words = 0
+        for w, c in traffic[2].items():
+            rows.acc_words.append(float(w))
+            rows.acc_count.append(int(c))
+            words += w * c
+        rows.traffic.append((len(rows.ints), words, 0.0))
+        return TRAFFIC_PAY, master, len(traffic[2])
 
     def extend(self, chunk: Chunk) -> None:
         self._flush()
