@@ -362,35 +362,32 @@ def _read(space, ref: TensorRef) -> np.ndarray:
     return raw.view(ti.STORAGE[ref.dtype]).astype(np.int64).reshape(ref.shape)
 
 
-def _streams(bound: Bound, cores: int, word: int):
-    """Per-core streams of the cost model: each core walks 1/cores of every tensor."""
-    refs = list(bound.tensors.values())
-    chunks = [max(word, ref.nbytes // cores) for ref in refs]
-    iterations = max(1, max(c // word for c in chunks))
-    bases = np.array([r.addr for r in refs], np.int64)
-    steps = np.array([max(word, (c // iterations) // word * word) for c in chunks], np.int64)
-    offsets = np.array([[c * k if r.nbytes >= cores * word else 0 for k in range(cores)]
-                        for r, c in zip(refs, chunks)], np.int64)
-    return bases, offsets, steps, iterations
-
-
 _CONFLICTS: dict = {}
 
 
 def _bank_conflicts(bound: Bound, cores: int, cycles: int, t) -> int:
-    """Stall cycles of the slowest core from ``tcdm.core_stalls``, which depends on the
-    addresses only modulo the banks' span: kernels repeating a pattern (a layer's tiles)
-    share one simulation."""
-    bases, offsets, steps, iterations = _streams(bound, cores, t.l1_word_bytes)
-    gap = max(0, cycles // iterations - len(bases))
-    span = t.l1_banks * t.l1_word_bytes
-    key = (tuple(bases % span), offsets.tobytes(), tuple(steps), iterations, gap, t.l1_banks,
-           t.l1_word_bytes, t.core_contention_window_cycles)
+    """Stall cycles of the slowest core from ``tcdm.core_stalls``: each core walks 1/cores of
+    every tensor (``chunks`` bytes from its share's start, or the whole of a tensor too small
+    to ``split``). The stalls depend on the addresses only modulo the banks' span: kernels
+    repeating a pattern (a layer's tiles) share one simulation."""
+    word, banks, window = t.l1_word_bytes, t.l1_banks, t.core_contention_window_cycles
+    refs = list(bound.tensors.values())
+    sizes = [ref.nbytes for ref in refs]
+    chunks = tuple(max(word, n // cores) for n in sizes)
+    split = tuple(n >= cores * word for n in sizes)
+    iterations = max(1, max(c // word for c in chunks))
+    gap = max(0, cycles // iterations - len(refs))
+    key = (tuple(ref.addr % (banks * word) for ref in refs), chunks, split, cores, gap, banks,
+           word, window)
     found = _CONFLICTS.get(key)
     if found is None:
+        bases = np.array([ref.addr for ref in refs], np.int64)
+        steps = np.array([max(word, (c // iterations) // word * word) for c in chunks],
+                         np.int64)
+        offsets = np.array([[c * k if parted else 0 for k in range(cores)]
+                            for c, parted in zip(chunks, split)], np.int64)
         counts = np.full(cores, iterations, np.int64)
-        found = int(core_stalls(bases, offsets, steps, counts, gap, t.l1_banks,
-                                t.l1_word_bytes, t.core_contention_window_cycles).max())
+        found = int(core_stalls(bases, offsets, steps, counts, gap, banks, word, window).max())
         if len(_CONFLICTS) >= 4096:
             _CONFLICTS.clear()
         _CONFLICTS[key] = found
