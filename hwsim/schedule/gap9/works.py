@@ -17,7 +17,8 @@ from hwsim.isa.arguments import TensorRef
 from hwsim.schedule.gap9 import cluster
 from hwsim.schedule.gap9.cluster import KTYPE
 from hwsim.schedule.gap9.emit import Emitter, Step
-from hwsim.schedule.gap9.ne16 import Ne16Layer, concat, rows_in
+from hwsim.schedule.gap9.ne16 import concat, rows_in
+from hwsim.schedule.gap9.ne16 import layer as ne16_layer
 from hwsim.schedule.lowering import STORAGE, Layer
 from hwsim.schedule.tiles import row_bytes, split, split_axis, window_rows
 
@@ -79,8 +80,9 @@ class Work:
     def makes_offset(self) -> bool:
         return False
 
-    def setup(self, mode: str, bits: int) -> None:
-        """Fix the numerics once the formats (``in_offsets``, ``out_offset``) are known."""
+    def setup(self, mode: str, bits: int, made: dict) -> None:
+        """Fix the numerics once the formats (``in_offsets``, ``out_offset``) are known;
+        ``made`` keeps what repeated lowerings of the graph share (``ne16.layer``)."""
 
     def params(self, tiling: Tiling) -> tuple[np.ndarray, dict, list]:
         """Constants loaded once (bytes, {name: offset}) and the k-blocks (bytes, offsets)."""
@@ -129,9 +131,9 @@ class Ne16Work(Work):
         return (len(tail) == 1 and tail[0].op == "RESCALE"
                 and tail[0].output.dtype.name == "int8" and not tail[0].output_unsigned)
 
-    def setup(self, mode: str, bits: int) -> None:
-        self.ne16 = Ne16Layer(self.layer.ops, mode, bits, self.out_offset)
-        self.notes = self.ne16.notes
+    def setup(self, mode: str, bits: int, made: dict) -> None:
+        self.ne16 = ne16_layer(made, self.layer.ops, mode, bits, self.out_offset)
+        self.notes = list(self.ne16.notes)
         self.convert = self.in_offsets[self.inputs[0]] == 0
         self.tail = self.ne16.tail()
         self.clamp = self.ne16.clamp
@@ -268,7 +270,7 @@ class ClusterWork(Work):
     def makes_offset(self) -> bool:
         return cluster.makes_offset(self.layer.ops)
 
-    def setup(self, mode: str, bits: int) -> None:
+    def setup(self, mode: str, bits: int, made: dict) -> None:
         self.calls = cluster.calls(self.layer.ops, self.in_offsets, self.out_offset)
         made = dict([cluster.ONE, cluster.SHIFT])
         names = dict.fromkeys(n for c in self.calls for k, n in c.tensors.items()
