@@ -116,7 +116,7 @@ def layer(made: dict, ops: list, mode: str, weight_bits: int, out_offset: int) -
     """The ``Ne16Layer`` of ``ops`` in these numerics, kept in ``made`` (``plan.lower`` keeps
     one per graph: repeated estimates of a loaded graph, as in a sweep, prepare each layer's
     weights, normalisation and packed parameters once)."""
-    key = (tuple(id(op) for op in ops), mode, weight_bits, out_offset)
+    key = ("ne16", tuple(id(op) for op in ops), mode, weight_bits, out_offset)
     found = made.get(key)
     if found is None:
         found = made[key] = Ne16Layer(ops, mode, weight_bits, out_offset)

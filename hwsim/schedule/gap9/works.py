@@ -271,18 +271,28 @@ class ClusterWork(Work):
         return cluster.makes_offset(self.layer.ops)
 
     def setup(self, mode: str, bits: int, made: dict) -> None:
-        self.calls = cluster.calls(self.layer.ops, self.in_offsets, self.out_offset)
-        made = dict([cluster.ONE, cluster.SHIFT])
-        names = dict.fromkeys(n for c in self.calls for k, n in c.tensors.items()
-                              if n in made or (n in self.tensors and self.tensors[n].is_const))
-        self.const_data = {n: made[n] if n in made else self.tensors[n].data for n in names}
-        produced = {c.out for c in self.calls}
-        self.temps = [n for n in produced if n != self.output]
-        self.temps += [n for c in self.calls for n in c.tensors.values()
-                       if n.endswith("@s8") and n not in self.temps]
-        self.temps = list(dict.fromkeys(self.temps))
-        self._consts = concat({n: np.ascontiguousarray(d).reshape(-1).view(np.uint8)
-                               for n, d in self.const_data.items()})
+        key = ("cluster", tuple(id(op) for op in self.layer.ops),
+               tuple(self.in_offsets.items()), self.out_offset)
+        found = made.get(key)
+        if found is None:
+            found = made[key] = self._calls()
+        self.calls, self.const_data, self.temps, self._consts = found
+
+    def _calls(self) -> tuple:
+        """The kernel calls, the constants they read (the graph's and those the lowering
+        makes), the temporaries and the constants laid out."""
+        calls = cluster.calls(self.layer.ops, self.in_offsets, self.out_offset)
+        ours = dict([cluster.ONE, cluster.SHIFT])
+        names = dict.fromkeys(n for c in calls for k, n in c.tensors.items()
+                              if n in ours or (n in self.tensors and self.tensors[n].is_const))
+        const_data = {n: ours[n] if n in ours else self.tensors[n].data for n in names}
+        produced = {c.out for c in calls}
+        temps = [n for n in produced if n != self.output]
+        temps += [n for c in calls for n in c.tensors.values()
+                  if n.endswith("@s8") and n not in temps]
+        consts = concat({n: np.ascontiguousarray(d).reshape(-1).view(np.uint8)
+                         for n, d in const_data.items()})
+        return calls, const_data, list(dict.fromkeys(temps)), consts
 
     def params(self, tiling: Tiling) -> tuple[np.ndarray, dict, list]:
         return (*self._consts, [])
