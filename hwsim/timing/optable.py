@@ -135,6 +135,15 @@ class Chunk:
     xfer_bytes: np.ndarray = None
 
 
+ROW_INTS = 13       # the integer columns of ``_Rows.ints``
+
+
+def _pairs(pairs: list) -> np.ndarray:
+    """[2, n] from n pairs of integers."""
+    return np.fromiter(itertools.chain.from_iterable(pairs), np.int64,
+                       2 * len(pairs)).reshape(-1, 2).T
+
+
 class _Rows:
     """Rows added one at a time: a tuple of integer columns per op and the ragged columns as
     flat lists (``table`` turns each into an array in one pass)."""
@@ -161,15 +170,6 @@ class _Rows:
         return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, dep_res,
                 dep_mode, xfer_count, xfer_port, xfer_bytes, traffic, master, words, rate, acc_n,
                 np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))
-
-
-ROW_INTS = 13       # the integer columns of ``_Rows.ints``
-
-
-def _pairs(pairs: list) -> np.ndarray:
-    """[2, n] from n pairs of integers."""
-    return np.fromiter(itertools.chain.from_iterable(pairs), np.int64,
-                       2 * len(pairs)).reshape(-1, 2).T
 
 
 class OpBuilder:

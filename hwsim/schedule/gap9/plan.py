@@ -62,7 +62,7 @@ class Plan:
     l1: dict = field(default_factory=dict)           # buffer name -> address
 
 
-_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # graph -> ``Work.setup``'s
+_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # graph -> what setup made
 
 
 def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:

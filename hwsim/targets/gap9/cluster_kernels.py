@@ -367,9 +367,9 @@ _CONFLICTS: dict = {}
 
 def _bank_conflicts(bound: Bound, cores: int, cycles: int, t) -> int:
     """Stall cycles of the slowest core from ``tcdm.core_stalls``: each core walks 1/cores of
-    every tensor (``chunks`` bytes from its share's start, or the whole of a tensor too small
-    to ``split``). The stalls depend on the addresses only modulo the banks' span: kernels
-    repeating a pattern (a layer's tiles) share one simulation."""
+    every tensor, ``chunks`` bytes from the start of its share (of a tensor too small to
+    ``split``, all cores walk the same bytes). The stalls depend on the addresses only modulo
+    the banks' span: kernels repeating a pattern (a layer's tiles) share one simulation."""
     word, banks, window = t.l1_word_bytes, t.l1_banks, t.core_contention_window_cycles
     refs = list(bound.tensors.values())
     sizes = [ref.nbytes for ref in refs]
