@@ -6,6 +6,7 @@ import pytest
 import hwsim
 from hwsim.isa.arguments import TensorRef
 from hwsim.isa.gap9 import Program
+from hwsim.targets.gap9 import cluster_conv
 from hwsim.tosa_int import helpers as tosa_int
 from hwsim.tosa_int import operators as kernel_ops
 from tests.gap9_tosa_ref import Graph
@@ -331,7 +332,6 @@ def test_compiled_rescale_matches_its_numpy_twin(scale32, double_round, unsigned
 def test_compiled_conv2d_and_matmul_match_their_numpy_twins():
     """Random shapes, padding, strides, dilations, zero points and biases (also a bias that
     wraps int32), and batched matrix products."""
-    from hwsim.targets.gap9 import cluster_conv
     checked = 0
     while checked < 200:
         n, h, w, ic, oc = rng.integers(1, 3), *rng.integers(1, 9, 2), *rng.integers(1, 20, 2)
