@@ -6,6 +6,7 @@ import pytest
 import hwsim
 from hwsim.isa.arguments import TensorRef
 from hwsim.isa.gap9 import Program
+from hwsim.targets.gap9 import cluster_conv
 from hwsim.tosa_int import helpers as tosa_int
 from hwsim.tosa_int import operators as kernel_ops
 from tests.gap9_tosa_ref import Graph
@@ -326,3 +327,25 @@ def test_compiled_rescale_matches_its_numpy_twin(scale32, double_round, unsigned
         for out_t in ("i8", "u16", "i32"):
             args = (x, mult, shift, -7, 3, out_t, scale32, double_round, unsigned, 16)
             assert np.array_equal(tosa_int.rescale(*args), tosa_int.rescale_np(*args))
+
+
+def test_compiled_conv2d_and_matmul_match_their_numpy_twins():
+    """Random shapes, padding, strides, dilations, zero points and biases (also a bias that
+    wraps int32), and batched matrix products."""
+    checked = 0
+    while checked < 200:
+        n, h, w, ic, oc = rng.integers(1, 3), *rng.integers(1, 9, 2), *rng.integers(1, 20, 2)
+        kernel = tuple(int(k) for k in rng.integers(1, 4, 2))
+        pad = tuple(int(p) for p in rng.integers(0, 3, 4))
+        stride, dilation = (tuple(int(s) for s in rng.integers(1, 3, 2)) for _ in range(2))
+        oh, ow, _ = kernel_ops.conv_out_hw((h, w), kernel, pad, stride, dilation)
+        if oh < 1 or ow < 1:
+            continue
+        x, weights = ints("i8", (n, h, w, ic)), ints("i8", (oc, *kernel, ic))
+        bias = ints("i32", (oc,)) if checked % 2 else None
+        zps = tuple(int(z) for z in ints("i8", 2))
+        args = (x, weights, bias, pad, stride, dilation, *zps)
+        assert np.array_equal(cluster_conv.conv2d(*args), kernel_ops.conv2d(*args))
+        a, b = ints("i8", (n, h, ic)), ints("i8", (n, ic, oc))
+        assert np.array_equal(cluster_conv.matmul(a, b, *zps), kernel_ops.matmul(a, b, *zps))
+        checked += 1

@@ -20,9 +20,6 @@ class Buffer:
     last: int           # last step it is live (inclusive)
     offset: int = -1
 
-    def overlaps(self, other: "Buffer") -> bool:
-        return self.first <= other.last and other.first <= self.last
-
 
 class NoRoom(Exception):
     """A buffer that did not fit (``buffer``), with the bytes its placement would need."""
@@ -44,7 +41,9 @@ def allocate(buffers: list[Buffer], capacity: int, align: int = 4) -> int:
     for buf in sorted(buffers, key=lambda b: (-b.size, b.first, b.name)):
         size = align_up(max(buf.size, 1), align)
         offset = 0
-        for other in sorted((p for p in placed if p.overlaps(buf)), key=lambda p: p.offset):
+        first, last = buf.first, buf.last
+        for other in sorted((p for p in placed if p.first <= last and first <= p.last),
+                            key=lambda p: p.offset):
             if offset + size <= other.offset:
                 break
             offset = max(offset, align_up(other.offset + other.size, align))

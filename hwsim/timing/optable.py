@@ -27,6 +27,7 @@ ops) or a whole ``Chunk`` of rows as arrays (machines with millions).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -134,6 +135,43 @@ class Chunk:
     xfer_bytes: np.ndarray = None
 
 
+ROW_INTS = 13       # the integer columns of ``_Rows.ints``
+
+
+def _pairs(pairs: list) -> np.ndarray:
+    """[2, n] from n pairs of integers."""
+    return np.fromiter(itertools.chain.from_iterable(pairs), np.int64,
+                       2 * len(pairs)).reshape(-1, 2).T
+
+
+class _Rows:
+    """Rows added one at a time: a tuple of integer columns per op and the ragged columns as
+    flat lists (``table`` turns each into an array in one pass)."""
+
+    def __init__(self):
+        self.ints: list = []            # ROW_INTS per op
+        self.deps: list = []            # (resource, mode)
+        self.xfers: list = []           # (port, bytes)
+        self.traffic: list = []         # (row, words, bytes per cycle) of ops with traffic
+        self.acc_words: list = []
+        self.acc_count: list = []
+
+    def arrays(self) -> tuple:
+        n = len(self.ints)
+        cols = np.fromiter(itertools.chain.from_iterable(self.ints), np.int64,
+                           n * ROW_INTS).reshape(n, ROW_INTS).T
+        (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, xfer_count,
+         traffic, master, acc_n) = cols
+        words, rate = np.zeros(n), np.zeros(n)
+        if self.traffic:
+            row, w, r = zip(*self.traffic)
+            words[list(row)], rate[list(row)] = w, r
+        (dep_res, dep_mode), (xfer_port, xfer_bytes) = _pairs(self.deps), _pairs(self.xfers)
+        return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, dep_res,
+                dep_mode, xfer_count, xfer_port, xfer_bytes, traffic, master, words, rate, acc_n,
+                np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))
+
+
 class OpBuilder:
     """Builds an ``OpTable`` row by row (``add``) or chunk by chunk (``extend``)."""
 
@@ -149,7 +187,7 @@ class OpBuilder:
         self._resources: dict = {}
         self._res_kind: list[int] = []
         self._masters: dict[str, int] = {}
-        self._rows: list = []          # per-op tuples, flushed into chunks
+        self._rows = _Rows()            # rows since the last chunk
         self._chunks: list = []
         self.args: dict = {}
         self.count = 0
@@ -185,18 +223,44 @@ class OpBuilder:
         """Append one op; returns its index. ``transfers``: (port index or -1 - group, bytes);
         ``stall``: (reason, cycles); ``traffic``: ``("pay", master, {words: accesses})`` or
         ``("record", master, words, bytes_per_cycle)``."""
-        deps = [(self.resource(r), DEP_READ) for r in reads] + \
-            [(self.resource(r), DEP_PART) for r in parts] + \
-            [(self.resource(r), DEP_WRITE) for r in writes]
+        rows = self._rows
+        deps, xfers = rows.deps, rows.xfers
+        first_dep, first_xfer = len(deps), len(xfers)
+        resource = self.resource
+        for r in reads:
+            deps.append((resource(r), DEP_READ))
+        for r in parts:
+            deps.append((resource(r), DEP_PART))
+        for r in writes:
+            deps.append((resource(r), DEP_WRITE))
+        for p, b in transfers:
+            xfers.append((int(p), int(b)))
         reason, stall_cycles = (-1, 0) if not stall or not stall[1] else \
             (self.reason(stall[0]), int(stall[1]))
-        self._rows.append((self.unit_index[unit], int(cycles), int(latency), int(macs),
-                           int(tag), self.label(label), stall_cycles, reason, deps,
-                           [(int(p), int(b)) for p, b in transfers], traffic))
+        kind, master, accesses = (TRAFFIC_NONE, -1, 0) if traffic is None else \
+            self._traffic(rows, traffic)
+        rows.ints.append((self.unit_index[unit], int(cycles), int(latency), int(macs), int(tag),
+                          self.label(label), stall_cycles, reason, len(deps) - first_dep,
+                          len(xfers) - first_xfer, kind, master, accesses))
         if args:
             self.args[self.count] = args
         self.count += 1
         return self.count - 1
+
+    def _traffic(self, rows: _Rows, traffic: tuple) -> tuple[int, int, int]:
+        """(kind, master, accesses) of an op's ``traffic`` (``add``), its words and rate and
+        access pattern recorded in ``rows``."""
+        master = self.master(traffic[1])
+        if traffic[0] != "pay":
+            rows.traffic.append((len(rows.ints), traffic[2], traffic[3]))
+            return TRAFFIC_RECORD, master, 0
+        words = 0
+        for w, c in traffic[2].items():
+            rows.acc_words.append(float(w))
+            rows.acc_count.append(int(c))
+            words += w * c
+        rows.traffic.append((len(rows.ints), words, 0.0))
+        return TRAFFIC_PAY, master, len(traffic[2])
 
     def extend(self, chunk: Chunk) -> None:
         self._flush()
@@ -205,14 +269,14 @@ class OpBuilder:
         self.count += n
 
     def _flush(self) -> None:
-        if self._rows:
+        if self._rows.ints:
             self._chunks.append(("rows", self._rows))
-            self._rows = []
+            self._rows = _Rows()
 
     # -- the table ---------------------------------------------------------------------------
     def table(self) -> OpTable:
         self._flush()
-        parts = [self._rows_arrays(data) if kind == "rows" else self._chunk_arrays(data)
+        parts = [data.arrays() if kind == "rows" else self._chunk_arrays(data)
                  for kind, data in self._chunks]
         cols = {}
         names = ("unit", "cycles", "latency", "macs", "tag", "label", "stall", "stall_reason",
@@ -235,43 +299,6 @@ class OpBuilder:
             cols["acc_words"], cols["acc_count"], list(self._labels), list(self._reasons),
             list(self._kinds), np.asarray(self._res_kind, np.int32), dict(self.args),
             self.traffic_banks)
-
-    def _rows_arrays(self, rows: list) -> tuple:
-        n = len(rows)
-        unit, cycles, latency, macs, tag, label, stall, reason = (
-            np.fromiter((r[k] for r in rows), np.int64, n) for k in range(8))
-        deps = [d for r in rows for d in r[8]]
-        xfers = [x for r in rows for x in r[9]]
-        traffic = np.zeros(n, np.int8)
-        master = np.full(n, -1, np.int32)
-        words = np.zeros(n)
-        rate = np.zeros(n)
-        acc_n = np.zeros(n, np.int64)
-        acc_words, acc_count = [], []
-        for i, r in enumerate(rows):
-            t = r[10]
-            if t is None:
-                continue
-            master[i] = self.master(t[1])
-            if t[0] == "pay":
-                traffic[i] = TRAFFIC_PAY
-                pattern = t[2]
-                acc_n[i] = len(pattern)
-                acc_words += [float(w) for w in pattern]
-                acc_count += [int(c) for c in pattern.values()]
-                words[i] = sum(w * c for w, c in pattern.items())
-            else:
-                traffic[i] = TRAFFIC_RECORD
-                words[i], rate[i] = t[2], t[3]
-        return (unit, cycles, latency, macs, tag, label, stall, reason,
-                np.fromiter((len(r[8]) for r in rows), np.int64, n),
-                np.asarray([d[0] for d in deps], np.int32),
-                np.asarray([d[1] for d in deps], np.int8),
-                np.fromiter((len(r[9]) for r in rows), np.int64, n),
-                np.asarray([x[0] for x in xfers], np.int32),
-                np.asarray([x[1] for x in xfers], np.int64),
-                traffic, master, words, rate, acc_n, np.asarray(acc_words, np.float64),
-                np.asarray(acc_count, np.int64))
 
     @staticmethod
     def _chunk_arrays(c: Chunk) -> tuple:

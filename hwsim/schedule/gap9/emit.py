@@ -62,15 +62,16 @@ class Emitter:
     def job(self, registers: dict) -> int:
         """Queue an NE16 job, writing the registers its context does not already hold."""
         context = self.contexts[self.jobs % ne16.CONTEXTS]
-        words = [registers.get(name, 0) for name in _NAMES]
-        for index in [i for i, (new, held) in enumerate(zip(words, context)) if new != held]:
-            value = words[index]
+        for index, name in enumerate(_NAMES):
+            value = registers.get(name, 0)
+            if value == context[index]:
+                continue
             if not 0 <= value < 1 << 32:
                 value = ne16.word(value)        # two's complement, or the error
                 if value == context[index]:
                     continue
             context[index] = value
-            self._add(isa.Ne16Write(_NAMES[index], value, HERE))
+            self._add(isa.Ne16Write(name, value, HERE))
         self._add(isa.Ne16Commit(HERE), writes=True)
         self.jobs += 1
         return self.jobs - 1

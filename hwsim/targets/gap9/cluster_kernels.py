@@ -5,7 +5,8 @@ Each row of ``KERNELS`` declares the kernel's arguments once (tensors in L1, int
 words); binding a program's ``cluster`` line checks names, types, dtypes and the output shape
 against the TOSA shape rules and fails with file:line:column otherwise.
 
-Semantics are the TOSA operators of ``hwsim.tosa_int`` (the kernel name says which). Kernels that
+Semantics are the TOSA operators of ``hwsim.tosa_int`` (the kernel name says which; conv2d and
+matmul run compiled, ``cluster_conv``, with those as their numpy twins). Kernels that
 produce int32 (conv2d, depthwise_conv2d, matmul, add, sub, mul, maximum, minimum) optionally end
 with a fused RESCALE: arguments ``mult`` (int32 per channel or one, int16 if ``scale32=0``),
 ``shift`` (int8), ``out_zp``, ``scale32``, ``rounding`` (``single``/``double``); the result is
@@ -32,7 +33,7 @@ import numpy as np
 from hwsim.errors import TraceSyntaxError
 from hwsim.isa.arguments import TensorRef
 from hwsim.isa.gap9 import Kernel
-from hwsim.targets.gap9 import cluster_cost
+from hwsim.targets.gap9 import cluster_conv, cluster_cost
 from hwsim.targets.gap9.tcdm import core_stalls
 from hwsim.targets.routines import (Arg, Bound, In, Out, Row, broadcast, fail, run_rescale,
                                     where)
@@ -185,7 +186,7 @@ def _requant(values, x, a, t):
 
 
 def _run_conv(x, a, t, depthwise=False):
-    fn = ops.depthwise_conv2d if depthwise else ops.conv2d
+    fn = ops.depthwise_conv2d if depthwise else cluster_conv.conv2d
     acc = fn(x["in"], x["weight"], x.get("bias"), a["pad"], a["stride"], a["dilation"],
              a["in_zp"], a["weight_zp"])
     return {"out": _requant(acc, x, a, t)}
@@ -260,8 +261,8 @@ KERNELS = {k.name: k for k in [
                          "b_zp": Arg("int", 0), **RESCALE_ARGS},
               lambda t, a: _out_requant(t, a, (t["a"].shape[0], t["a"].shape[1],
                                                t["b"].shape[2])),
-              lambda x, a, t: {"out": _requant(ops.matmul(x["a"], x["b"], a["a_zp"], a["b_zp"]),
-                                               x, a, t)},
+              lambda x, a, t: {"out": _requant(cluster_conv.matmul(x["a"], x["b"], a["a_zp"],
+                                                                   a["b_zp"]), x, a, t)},
               lambda t, a, p: cluster_cost.matmul_cycles(p, t["out"].shape, t["a"].shape[2]),
               lambda t, a: math.prod(t["out"].shape) * t["a"].shape[2]),
     _modelled("avg_pool2d", {**POOL_ARGS, "in_zp": Arg("int", 0), "out_zp": Arg("int", 0)},
@@ -361,35 +362,32 @@ def _read(space, ref: TensorRef) -> np.ndarray:
     return raw.view(ti.STORAGE[ref.dtype]).astype(np.int64).reshape(ref.shape)
 
 
-def _streams(bound: Bound, cores: int, word: int):
-    """Per-core streams of the cost model: each core walks 1/cores of every tensor."""
-    refs = list(bound.tensors.values())
-    chunks = [max(word, ref.nbytes // cores) for ref in refs]
-    iterations = max(1, max(c // word for c in chunks))
-    bases = np.array([r.addr for r in refs], np.int64)
-    steps = np.array([max(word, (c // iterations) // word * word) for c in chunks], np.int64)
-    offsets = np.array([[c * k if r.nbytes >= cores * word else 0 for k in range(cores)]
-                        for r, c in zip(refs, chunks)], np.int64)
-    return bases, offsets, steps, iterations
-
-
 _CONFLICTS: dict = {}
 
 
 def _bank_conflicts(bound: Bound, cores: int, cycles: int, t) -> int:
-    """Stall cycles of the slowest core from ``tcdm.core_stalls``, which depends on the
-    addresses only modulo the banks' span: kernels repeating a pattern (a layer's tiles)
-    share one simulation."""
-    bases, offsets, steps, iterations = _streams(bound, cores, t.l1_word_bytes)
-    gap = max(0, cycles // iterations - len(bases))
-    span = t.l1_banks * t.l1_word_bytes
-    key = (tuple(bases % span), offsets.tobytes(), tuple(steps), iterations, gap, t.l1_banks,
-           t.l1_word_bytes, t.core_contention_window_cycles)
+    """Stall cycles of the slowest core from ``tcdm.core_stalls``: each core walks 1/cores of
+    every tensor, ``chunks`` bytes from the start of its share (of a tensor too small to
+    ``split``, all cores walk the same bytes). The stalls depend on the addresses only modulo
+    the banks' span: kernels repeating a pattern (a layer's tiles) share one simulation."""
+    word, banks, window = t.l1_word_bytes, t.l1_banks, t.core_contention_window_cycles
+    refs = list(bound.tensors.values())
+    sizes = [ref.nbytes for ref in refs]
+    chunks = tuple(max(word, n // cores) for n in sizes)
+    split = tuple(n >= cores * word for n in sizes)
+    iterations = max(1, max(c // word for c in chunks))
+    gap = max(0, cycles // iterations - len(refs))
+    key = (tuple(ref.addr % (banks * word) for ref in refs), chunks, split, cores, gap, banks,
+           word, window)
     found = _CONFLICTS.get(key)
     if found is None:
+        bases = np.array([ref.addr for ref in refs], np.int64)
+        steps = np.array([max(word, (c // iterations) // word * word) for c in chunks],
+                         np.int64)
+        offsets = np.array([[c * k if parted else 0 for k in range(cores)]
+                            for c, parted in zip(chunks, split)], np.int64)
         counts = np.full(cores, iterations, np.int64)
-        found = int(core_stalls(bases, offsets, steps, counts, gap, t.l1_banks,
-                                t.l1_word_bytes, t.core_contention_window_cycles).max())
+        found = int(core_stalls(bases, offsets, steps, counts, gap, banks, word, window).max())
         if len(_CONFLICTS) >= 4096:
             _CONFLICTS.clear()
         _CONFLICTS[key] = found

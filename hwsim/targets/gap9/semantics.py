@@ -188,11 +188,11 @@ def _job_ops(run: Run, job: Ne16Job, ctx: int, loc: Location) -> None:
     """The ops of one job (parameter ``ne16_timeline``): one per NE16 state, or one for the
     whole job. The first computes the job, the last writes its outputs. A job's states and
     their totals depend on its signature only: each distinct one is costed once per run."""
-    m, t, b = run.m, run.t, run.b
+    m, t, b, numerics = run.m, run.t, run.b, run.numerics
     commit = []
 
-    def compute() -> None:
-        if run.numerics:
+    def compute() -> None:     # referring to ``run`` would make a cycle through its actions
+        if numerics:
             try:
                 commit.append(ne16_kernel.start(job, m.spaces["l1"], t.ne16_bias_add,
                                                 t.ne16_rounding))

@@ -17,6 +17,7 @@ The scheduler uses these; tests and examples use them to program the machine.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from hwsim.errors import ProgramError
@@ -195,8 +196,8 @@ def _tile(spec: LayerSpec, common: dict, input_ptr: int, output_ptr: int, row0: 
     """One job over the stride-1 output window starting at padded input (row0, col0)."""
     pt, pb, pl, pr = spec.padding
     top, left = (pt if row0 == 0 else 0), (pl if col0 == 0 else 0)
-    nb_ho, rem_ho, rem_hi, bottom = _edge(h_out, spec.kernel, spec.h_in + pt - row0, 0)
-    nb_wo, rem_wo, rem_wi, right = _edge(w_out, spec.kernel, spec.w_in + pl - col0, 0)
+    rows = _edge(h_out, spec.kernel, spec.h_in + pt - row0, 0)
+    cols = _edge(w_out, spec.kernel, spec.w_in + pl - col0, 0)
     pixel = spec.k_in * spec.in_bytes
     first = input_ptr + ((row0 - pt) * spec.w_in + (col0 - pl)) * pixel
     out_pixel = spec.k_out * spec.out_bytes
@@ -204,7 +205,16 @@ def _tile(spec: LayerSpec, common: dict, input_ptr: int, output_ptr: int, row0: 
     return dict(common, INFEAT_PTR=first, OUTFEAT_PTR=output_ptr,
                 OUTFEAT_D1_STRIDE=out_pixel // stride,
                 OUTFEAT_D2_STRIDE=out_pixel * spec.w_out // stride,
-                SUBTILE_NB1=_word("SUBTILE_NB1", ho=nb_ho, wo=nb_wo),
+                **_geometry(rows, cols, top, left, value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _geometry(rows: tuple, cols: tuple, top: int, left: int, value: int) -> dict:
+    """The subtile and padding words of a window with the ``_edge`` of its rows and columns
+    (the tiles of a layer share a few)."""
+    nb_ho, rem_ho, rem_hi, bottom = rows
+    nb_wo, rem_wo, rem_wi, right = cols
+    return dict(SUBTILE_NB1=_word("SUBTILE_NB1", ho=nb_ho, wo=nb_wo),
                 SUBTILE_REM1=_word("SUBTILE_REM1", ho=rem_ho, wo=rem_wo),
                 SUBTILE_REM2=_word("SUBTILE_REM2", hi=rem_hi, wi=rem_wi),
                 PADDING=_encode(isa.PADDING, dict(top=top, right=right, bottom=bottom,
