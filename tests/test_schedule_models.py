@@ -52,22 +52,6 @@ def test_timing_only_runs_give_the_same_cycles(graph):
     assert timing.outputs == {}
 
 
-@pytest.mark.parametrize("name", list(SMALL))
-def test_a_graph_estimated_again_gives_what_a_fresh_copy_gives(name):
-    """Repeated estimates of one graph reuse what the lowering made of its layers (weights,
-    normalisation, kernel calls; the cluster's also across modes); nothing of one run may leak
-    into the next."""
-    graph = model(name, **SMALL[name])
-    for mode in ("ne16", "exact", "ne16"):
-        again = estimate(graph, "gap9", mode=mode)
-        fresh = estimate(model(name, **SMALL[name]), "gap9", mode=mode)
-        assert again.cycles == fresh.cycles
-        assert [(r.cycles, r.bytes, r.notes) for r in again.layers] == \
-            [(r.cycles, r.bytes, r.notes) for r in fresh.layers]
-        assert again.outputs.keys() == fresh.outputs.keys()
-        assert all(np.array_equal(again.outputs[k], fresh.outputs[k]) for k in again.outputs)
-
-
 def test_a_compiled_trace_runs_with_the_same_cycles(graph, tmp_path):
     path = compile_model(graph, tmp_path / "model.trace")
     result = hwsim.machine("gap9").run(path)

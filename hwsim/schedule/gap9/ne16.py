@@ -112,17 +112,6 @@ def _requantise(w: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     return q, scale
 
 
-def layer(made: dict, ops: list, mode: str, weight_bits: int, out_offset: int) -> "Ne16Layer":
-    """The ``Ne16Layer`` of ``ops`` in these numerics, kept in ``made`` (``plan.lower`` keeps
-    one per graph: repeated estimates of a loaded graph, as in a sweep, prepare each layer's
-    weights, normalisation and packed parameters once)."""
-    key = ("ne16", tuple(id(op) for op in ops), mode, weight_bits, out_offset)
-    found = made.get(key)
-    if found is None:
-        found = made[key] = Ne16Layer(ops, mode, weight_bits, out_offset)
-    return found
-
-
 class Ne16Layer:
     """The numerics of one NE16 layer: stored weights, normalisation, and the cluster tail of
     the exact path. ``ops``: the matrix operator, then optionally RESCALE and CLAMP."""
@@ -135,7 +124,6 @@ class Ne16Layer:
         self.geo = geometry(self.op)
         self.bits, self.out_offset = weight_bits, out_offset
         self.notes: list[str] = []
-        self._parts: dict = {}          # (k0, k1) -> ``parts``
         w = _weights(self.op)
         scale = np.ones(w.shape[0])
         if weight_bits < 8:
@@ -276,14 +264,7 @@ class Ne16Layer:
 
     # -- parameters in memory --------------------------------------------------------------------
     def parts(self, k0: int, k1: int) -> dict:
-        """Weights and normalisation of output channels [k0, k1), as byte arrays (made once:
-        not to be changed)."""
-        found = self._parts.get((k0, k1))
-        if found is None:
-            found = self._parts[(k0, k1)] = self._pack(k0, k1)
-        return found
-
-    def _pack(self, k0: int, k1: int) -> dict:
+        """Weights and normalisation of output channels [k0, k1), as byte arrays."""
         zero = -self.weight_offset
         w = self.stored[k0:k1]
         if self.geo.linear:

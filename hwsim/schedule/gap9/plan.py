@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 
 from hwsim.errors import ScheduleError
@@ -62,19 +61,15 @@ class Plan:
     l1: dict = field(default_factory=dict)           # buffer name -> address
 
 
-_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # graph -> what setup made
-
-
 def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
     t = machine.params
     plan = Plan()
     _storage(graph, works, plan)
     _formats(works, plan)
-    made = _MADE.setdefault(graph, {})      # a loaded graph is not changed in place
     for w in works:
         w.in_offsets = {n: plan.roots[plan.root_of[n]].offset for n in w.inputs}
         w.out_offset = plan.roots[plan.root_of[w.output]].offset
-        w.setup(options.mode, options.weight_bits, made)
+        w.setup(options.mode, options.weight_bits)
     _fit_l1(works, plan, t.l1_size, t.l1_residency == "promote")
     params = {w.layer.index: w.params(plan.tilings[w.layer.index]) for w in works if not w.view}
     places = _outside_l1(works, plan, params, t)

@@ -17,8 +17,7 @@ from hwsim.isa.arguments import TensorRef
 from hwsim.schedule.gap9 import cluster
 from hwsim.schedule.gap9.cluster import KTYPE
 from hwsim.schedule.gap9.emit import Emitter, Step
-from hwsim.schedule.gap9.ne16 import concat, rows_in
-from hwsim.schedule.gap9.ne16 import layer as ne16_layer
+from hwsim.schedule.gap9.ne16 import Ne16Layer, concat, rows_in
 from hwsim.schedule.lowering import STORAGE, Layer
 from hwsim.schedule.tiles import row_bytes, split, split_axis, window_rows
 
@@ -80,9 +79,8 @@ class Work:
     def makes_offset(self) -> bool:
         return False
 
-    def setup(self, mode: str, bits: int, made: dict) -> None:
-        """Fix the numerics once the formats (``in_offsets``, ``out_offset``) are known;
-        ``made`` keeps what repeated lowerings of the graph share (``ne16.layer``)."""
+    def setup(self, mode: str, bits: int) -> None:
+        """Fix the numerics once the formats (``in_offsets``, ``out_offset``) are known."""
 
     def params(self, tiling: Tiling) -> tuple[np.ndarray, dict, list]:
         """Constants loaded once (bytes, {name: offset}) and the k-blocks (bytes, offsets)."""
@@ -131,9 +129,9 @@ class Ne16Work(Work):
         return (len(tail) == 1 and tail[0].op == "RESCALE"
                 and tail[0].output.dtype.name == "int8" and not tail[0].output_unsigned)
 
-    def setup(self, mode: str, bits: int, made: dict) -> None:
-        self.ne16 = ne16_layer(made, self.layer.ops, mode, bits, self.out_offset)
-        self.notes = list(self.ne16.notes)
+    def setup(self, mode: str, bits: int) -> None:
+        self.ne16 = Ne16Layer(self.layer.ops, mode, bits, self.out_offset)
+        self.notes = self.ne16.notes
         self.convert = self.in_offsets[self.inputs[0]] == 0
         self.tail = self.ne16.tail()
         self.clamp = self.ne16.clamp
@@ -270,29 +268,19 @@ class ClusterWork(Work):
     def makes_offset(self) -> bool:
         return cluster.makes_offset(self.layer.ops)
 
-    def setup(self, mode: str, bits: int, made: dict) -> None:
-        key = ("cluster", tuple(id(op) for op in self.layer.ops),
-               tuple(self.in_offsets.items()), self.out_offset)
-        found = made.get(key)
-        if found is None:
-            found = made[key] = self._calls()
-        self.calls, self.const_data, self.temps, self._consts = found
-
-    def _calls(self) -> tuple:
-        """The kernel calls, the constants they read (the graph's and those the lowering
-        makes), the temporaries and the constants laid out."""
-        calls = cluster.calls(self.layer.ops, self.in_offsets, self.out_offset)
-        ours = dict([cluster.ONE, cluster.SHIFT])
-        names = dict.fromkeys(n for c in calls for k, n in c.tensors.items()
-                              if n in ours or (n in self.tensors and self.tensors[n].is_const))
-        const_data = {n: ours[n] if n in ours else self.tensors[n].data for n in names}
-        produced = {c.out for c in calls}
-        temps = [n for n in produced if n != self.output]
-        temps += [n for c in calls for n in c.tensors.values()
-                  if n.endswith("@s8") and n not in temps]
-        consts = concat({n: np.ascontiguousarray(d).reshape(-1).view(np.uint8)
-                         for n, d in const_data.items()})
-        return calls, const_data, list(dict.fromkeys(temps)), consts
+    def setup(self, mode: str, bits: int) -> None:
+        self.calls = cluster.calls(self.layer.ops, self.in_offsets, self.out_offset)
+        made = dict([cluster.ONE, cluster.SHIFT])
+        names = dict.fromkeys(n for c in self.calls for k, n in c.tensors.items()
+                              if n in made or (n in self.tensors and self.tensors[n].is_const))
+        self.const_data = {n: made[n] if n in made else self.tensors[n].data for n in names}
+        produced = {c.out for c in self.calls}
+        self.temps = [n for n in produced if n != self.output]
+        self.temps += [n for c in self.calls for n in c.tensors.values()
+                       if n.endswith("@s8") and n not in self.temps]
+        self.temps = list(dict.fromkeys(self.temps))
+        self._consts = concat({n: np.ascontiguousarray(d).reshape(-1).view(np.uint8)
+                               for n, d in self.const_data.items()})
 
     def params(self, tiling: Tiling) -> tuple[np.ndarray, dict, list]:
         return (*self._consts, [])
