@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hwsim"
 # layer of the longest prefix that names it (``*.cli`` modules are all commands); "hwsim" is the
 # package's own __init__ (the Python API), so a new top-level module must be given a layer.
 LAYERS = (
-    ("basics", ("hwsim.errors", "hwsim.version", "hwsim.shapes", "hwsim.tosa_int")),
+    ("basics", ("hwsim.errors", "hwsim.version", "hwsim.shapes", "hwsim.blas", "hwsim.tosa_int")),
     ("input", ("hwsim.isa", "hwsim.traces")),
     ("timing", ("hwsim.timing", "hwsim.memory")),
     ("results", ("hwsim.results",)),           # writers of a run's Result

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hwsim.blas import one_thread
 from hwsim.errors import ConfigError, HwsimError, Location, TraceSyntaxError
 from hwsim.memory.space import AddressSpace
 from hwsim.timing import core
@@ -123,7 +124,8 @@ class Machine:
             action()
         self.timing = timing
         try:
-            result = self._simulate(program, numerics, engine, progress, watcher)
+            with one_thread():
+                result = self._simulate(program, numerics, engine, progress, watcher)
         finally:
             self.timing = self.params
         result.stats["expects"] = [check for check in (action() for action in after) if check]

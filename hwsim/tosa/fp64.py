@@ -30,13 +30,12 @@ maxima of the bound is the binary's Eigen's to define), go to the binary (``refe
 
 from __future__ import annotations
 
-import functools
 from typing import Mapping
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
-from threadpoolctl import ThreadpoolController
 
+from hwsim.blas import one_thread
 from hwsim.shapes import conv_out
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.reference import precise
@@ -210,18 +209,11 @@ def reference(op: Operator, values: Mapping[str, np.ndarray]) \
             np.asarray(bnd, np.float64).reshape(shape))
 
 
-@functools.cache
-def _blas() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
 def references(items: list) -> list[tuple[np.ndarray, np.ndarray]]:
     """(fp64 reference, bound) of each (operator, its input values by name) in ``items``:
     in-process where ``reference`` covers it, the rest from one run of the reference model
-    binary in precise mode. BLAS runs on one thread: a layer's products are small, and
-    OpenBLAS's threads spinning against other processes made them 10-60x slower than one
-    thread on two loaded cores (measured)."""
-    with _blas().limit(limits=1, user_api="blas"):
+    binary in precise mode. BLAS runs on one thread (``hwsim.blas``)."""
+    with one_thread():
         found = [reference(op, values) for op, values in items]
     rest = [i for i, r in enumerate(found) if r is None]
     if rest:
