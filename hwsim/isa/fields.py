@@ -142,8 +142,17 @@ class Word:
             raise ValueError(f"{name}: bits {missing} are not covered by any field")
         self.const_mask = sum(_mask(p) for _, p in self.consts)
         self.const_bits = sum(_insert(c.value, p) for c, p in self.consts)
+        # what encode and decode do per field and reserved range, derived once
         self._decoders = [(f.name, f.pieces, f.width, f.signed, f.shift)
                           for f in self.fields.values()]
+        self._encoders = [(f.name, *f.value_range(), (1 << f.shift) - 1, f.shift, f.pieces, f)
+                          for f in self.fields.values()]
+        self._allowed = [(f.name, f.allowed, f.expect) for f in self.fields.values()
+                         if f.allowed is not None]
+        self._reserved_values = [
+            (res, pieces, _mask(((sum(h - l + 1 for h, l in pieces) - 1, 0),)) if res.ones else 0)
+            for res, pieces in self.reserved]
+        self._fixed_bits = self.const_bits | sum(_mask(p) for r, p in self.reserved if r.ones)
 
     def matches(self, word: int) -> bool:
         """True when the constant (opcode) bits of ``word`` are this word's."""
@@ -158,9 +167,8 @@ class Word:
                 if _extract(word, pieces) != const.value:
                     raise EncodingError(self.name, f"{const.name}[{const.bits}]",
                                         _extract(word, pieces), f"{const.value:#x}")
-            for res, pieces in self.reserved:
+            for res, pieces, want in self._reserved_values:
                 raw = _extract(word, pieces)
-                want = _mask(((sum(h - l + 1 for h, l in pieces) - 1, 0),)) if res.ones else 0
                 if raw != want:
                     expected = "all ones" if res.ones else "zero"
                     raise EncodingError(self.name, f"{res.name}[{res.bits}]", raw, expected)
@@ -175,30 +183,25 @@ class Word:
         return values
 
     def validate(self, values: dict[str, int]) -> None:
-        for name, value in values.items():
-            f = self.fields[name]
-            if f.allowed is not None and not f.allowed(value):
-                raise EncodingError(self.name, name, value, f.expect or "an allowed value")
+        for name, allowed, expect in self._allowed:
+            if name in values and not allowed(values[name]):
+                raise EncodingError(self.name, name, values[name], expect or "an allowed value")
 
     def encode(self, **values: int) -> int:
         """The word with these field values; unnamed fields are zero, reserved bits as required."""
-        unknown = set(values) - set(self.fields)
-        if unknown:
-            raise EncodingError(self.name, sorted(unknown)[0], values[sorted(unknown)[0]],
+        if not values.keys() <= self.fields.keys():
+            unknown = sorted(set(values) - set(self.fields))
+            raise EncodingError(self.name, unknown[0], values[unknown[0]],
                                 f"one of {', '.join(self.fields)}")
-        word = self.const_bits
-        for res, pieces in self.reserved:
-            if res.ones:
-                word |= _mask(pieces)
-        for name, f in self.fields.items():
+        word = self._fixed_bits
+        for name, lo, hi, align, shift, pieces, f in self._encoders:
             value = int(values.get(name, 0))
-            lo, hi = f.value_range()
-            if not lo <= value <= hi or value & ((1 << f.shift) - 1):
-                step = f", a multiple of {1 << f.shift}" if f.shift else ""
+            if not lo <= value <= hi or value & align:
+                step = f", a multiple of {1 << shift}" if shift else ""
                 raise EncodingError(self.name, name, value, f"{lo}..{hi}{step}")
             if f.allowed is not None and name in values and not f.allowed(value):
                 raise EncodingError(self.name, name, value, f.expect or "an allowed value")
-            word |= _insert(value >> f.shift, f.pieces)
+            word |= _insert(value >> shift, pieces)
         return word
 
     def decode_array(self, words) -> dict[str, np.ndarray]:

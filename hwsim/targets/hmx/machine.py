@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -138,7 +139,7 @@ class HmxMachine(Machine):
                          stop if i == last else 31) for i in range(last + 1)]
         elif item.act.kind == "act_single":
             croutons = [(addr, start, stop), (addr + act["dy"], start, stop)]
-            rows = single_rows(act["offset"], act["spatial_mask"])
+            rows = single_rows(act["offset"], act["spatial_mask"]).copy()  # the kernel takes it writeable
         else:
             croutons = [(addr, start, stop)]
         for i, (a, _, _) in enumerate(croutons):
@@ -211,15 +212,16 @@ class HmxMachine(Machine):
 DMA_QUEUE = 16   # assumption: descriptors the DMA engine buffers ahead of the thread
 
 
+@lru_cache(maxsize=None)
 def single_rows(offset: int, mask: int) -> np.ndarray:
     """For each accumulator spatial, its source among the 64 spatials of the two croutons of a
     single (the second's numbered 32..63): Y offset rows down, wrapping into the second
-    (Figure 24)."""
+    (Figure 24). Read-only: one per (offset, mask), shared."""
     _, dy = spatial_split(offset, mask)
     grid = layouts.spatial_grid(mask)
-    ny = grid.shape[0]
+    source = np.arange(grid.shape[0]) + dy
+    wrapped = source >= grid.shape[0]
     rows = np.empty(CELLS, dtype=np.int64)
-    for y in range(ny):
-        source = y + dy
-        rows[grid[y]] = grid[source % ny] + (CELLS if source >= ny else 0)
+    rows[grid] = grid[source % grid.shape[0]] + np.where(wrapped, CELLS, 0)[:, None]
+    rows.flags.writeable = False
     return rows
