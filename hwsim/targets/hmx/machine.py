@@ -139,7 +139,8 @@ class HmxMachine(Machine):
                          stop if i == last else 31) for i in range(last + 1)]
         elif item.act.kind == "act_single":
             croutons = [(addr, start, stop), (addr + act["dy"], start, stop)]
-            rows = single_rows(act["offset"], act["spatial_mask"]).copy()  # the kernel takes it writeable
+            # a writeable copy: the multiply kernel is compiled for writeable arrays
+            rows = single_rows(act["offset"], act["spatial_mask"]).copy()
         else:
             croutons = [(addr, start, stop)]
         for i, (a, _, _) in enumerate(croutons):
