@@ -14,7 +14,7 @@ FP32 accumulation (``compute_types``).
 from __future__ import annotations
 
 from hwsim.errors import ScheduleError
-from hwsim.isa.hmx import Multiply, format_item
+from hwsim.isa.hmx import format_item
 from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
 from hwsim.schedule.lowering import (Checkpoint, Lowered, Lowering, Placement, Rewritten,
@@ -104,18 +104,15 @@ class HmxLowering(Lowering):
 
 
 def _steps(machine, items: list) -> list[CheckedItem]:
-    """The items checked and planned by the machine, once per distinct instruction: equal
-    instructions share their decoded fields (``HmxProgram``), so the fields identify the plan."""
-    plans: dict = {}
+    """The items checked and planned by the machine, once per distinct instruction (the program
+    makes equal instructions one item)."""
+    planned: dict[int, CheckedItem] = {}
     steps = []
     for item in items:
-        key = (id(item.act.fields), id(item.wgt.fields)) if isinstance(item, Multiply) else \
-            id(item.fields)
-        if key not in plans:
-            steps.append(machine.plan(item))
-            plans[key] = steps[-1].plan
-        else:
-            steps.append(CheckedItem(item, plans[key]))
+        step = planned.get(id(item))
+        if step is None:
+            step = planned[id(item)] = machine.plan(item)
+        steps.append(step)
     return steps
 
 

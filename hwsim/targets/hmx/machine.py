@@ -60,6 +60,7 @@ class MpyPlan:
     deep_weights: bool
     negate: int
     operands: tuple = ()  # the VTCM offsets as ``datapath.multiply_vtcm`` takes them
+    blocks: tuple = ()  # the 2 KB VTCM blocks it reads (``HmxMachine.blocks``)
 
 
 @dataclass
@@ -149,9 +150,15 @@ class HmxMachine(Machine):
         deep = item.wgt.kind == "wgt_deep"
         given = wgt["dw"] // VECTOR_BYTES + 1
         self._in_vtcm(item.wgt, wgt["address"], given * VECTOR_BYTES, 1, "weight range: ")
+        # a deep activation's croutons follow each other: one range
+        spans = [(addr, len(croutons) * CROUTON_BYTES)] if rows is None else \
+            [(a, CROUTON_BYTES) for a, _, _ in croutons]
+        blocks = sum((self.blocks(a, n) for a, n in spans), ()) + self.blocks(
+            wgt["address"], given * VECTOR_BYTES)
         return MpyPlan(croutons, rows, channels, wgt["address"], given,
                        channels // 2 * (2 if deep else 1), deep, wgt["negate"],
-                       datapath.operands(croutons, rows, wgt["address"], self.spaces["vtcm"].base))
+                       datapath.operands(croutons, rows, wgt["address"], self.spaces["vtcm"].base),
+                       blocks)
 
     def _plan_dma(self, item: Instr) -> Copy:
         f = item.fields

@@ -74,12 +74,10 @@ def _multiply(m, b: OpBuilder, e: Emit) -> None:
                 state.acc[index] = m.buffers.acc[index]
         return commit
 
-    blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
-    blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
     accs = tuple(("acc", i) for i in targets)
     label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
              f"k={plan.channels} acc{issue.primary}")
-    op = b.add("mpy", cycles, reads=accs + blocks + ("usr",) + issue.waited(), writes=accs,
+    op = b.add("mpy", cycles, reads=accs + plan.blocks + ("usr",) + issue.waited(), writes=accs,
                transfers=((b.port("vtcm.hmx"), nbytes),), tag=e.index, label=label,
                macs=plan.channels * CELLS * CELLS * len(targets))
     e.act(op, action if m.numerics else None)
