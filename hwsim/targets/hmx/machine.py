@@ -144,8 +144,10 @@ class HmxMachine(Machine):
             rows = single_rows(act["offset"], act["spatial_mask"]).copy()
         else:
             croutons = [(addr, start, stop)]
-        for i, (a, _, _) in enumerate(croutons):
-            self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
+        vtcm = self.spaces["vtcm"]
+        if rows is not None or not vtcm.base <= addr <= vtcm.end - len(croutons) * CROUTON_BYTES:
+            for i, (a, _, _) in enumerate(croutons):  # the error names the crouton outside
+                self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
         channels = sum(hi - lo + 1 for _, lo, hi in croutons[:1 if rows is not None else None])
         deep = item.wgt.kind == "wgt_deep"
         given = wgt["dw"] // VECTOR_BYTES + 1
@@ -157,7 +159,7 @@ class HmxMachine(Machine):
             wgt["address"], given * VECTOR_BYTES)
         return MpyPlan(croutons, rows, channels, wgt["address"], given,
                        channels // 2 * (2 if deep else 1), deep, wgt["negate"],
-                       datapath.operands(croutons, rows, wgt["address"], self.spaces["vtcm"].base),
+                       datapath.operands(croutons, rows, wgt["address"], vtcm.base),
                        blocks)
 
     def _plan_dma(self, item: Instr) -> Copy:
