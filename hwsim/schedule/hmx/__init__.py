@@ -76,13 +76,12 @@ class HmxLowering(Lowering):
         planned = Planner(graph, layers, params.as_dict()).lower()
         p = planned.program
         steps = _steps(machine, p.items)
-        layer_of = []
-        writers: dict[int, set] = {}  # layer index (-1: the graph inputs) -> instructions
+        layer_of = [max(layer, 0) for layer in p.layer_of]
+        writers: dict[int, list] = {}  # layer index (-1: the graph inputs) -> instructions
         units: dict[int, set] = {}
-        for index, (step, layer) in enumerate(zip(steps, p.layer_of)):
-            writers.setdefault(layer, set()).add(index)
-            layer_of.append(max(layer, 0))
-            units.setdefault(max(layer, 0), set()).add(UNITS[step.item.kind])
+        for index, (step, layer, owner) in enumerate(zip(steps, p.layer_of, layer_of)):
+            writers.setdefault(layer, []).append(index)
+            units.setdefault(owner, set()).add(step.item.kind)
         return Lowered(
             program=steps, layer_of=layer_of,
             image=[(im.space, im.addr, im.data.reshape(-1).view("u1")) for im in p.images],
@@ -91,7 +90,8 @@ class HmxLowering(Lowering):
             outputs={t.name: Placement("ddr", planned.outputs[t.name], t.dtype.name, t.shape)
                      for t in graph.outputs},
             checkpoints=_checkpoints(graph, layers, planned, writers),
-            units={i: tuple(sorted(u)) for i, u in units.items()},
+            units={i: tuple(sorted({UNITS[kind] for kind in kinds}))
+                   for i, kinds in units.items()},
             notes=_notes(layers, planned),
             params={"vtcm_base": params.vtcm_base, "vtcm_size": params.vtcm_size})
 

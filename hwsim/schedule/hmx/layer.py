@@ -60,13 +60,12 @@ def packed_weights(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]
         mats = [np.zeros((CH, k), dtype=np.float16) for _ in taps]
         outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
         m = c.k_out // c.c
-        for block in plan.blocks:
+        for block in plan.blocks[first:first + count]:  # a block per crouton, the group's
             col = block.offset - first * CH
-            if 0 <= col < k:
-                for t, ky in enumerate(taps):
-                    ky = block.ky if plan.fold_y else ky
-                    mats[t][outs - g * CH, col + outs // m - block.c0] = \
-                        weight[ky, block.kx, outs // m, outs % m]
+            for t, ky in enumerate(taps):
+                ky = block.ky if plan.fold_y else ky
+                mats[t][outs - g * CH, col + outs // m - block.c0] = \
+                    weight[ky, block.kx, outs // m, outs % m]
         out.append([layouts.pack_weights(m) for m in mats])
     return out
 
