@@ -155,8 +155,7 @@ class HmxMachine(Machine):
         # a deep activation's croutons follow each other: one range
         spans = [(addr, len(croutons) * CROUTON_BYTES)] if rows is None else \
             [(a, CROUTON_BYTES) for a, _, _ in croutons]
-        blocks = sum((self.blocks(a, n) for a, n in spans), ()) + self.blocks(
-            wgt["address"], given * VECTOR_BYTES)
+        blocks = self.range_blocks(spans + [(wgt["address"], given * VECTOR_BYTES)])
         return MpyPlan(croutons, rows, channels, wgt["address"], given,
                        channels // 2 * (2 if deep else 1), deep, wgt["negate"],
                        datapath.operands(croutons, rows, wgt["address"], vtcm.base),
@@ -210,6 +209,12 @@ class HmxMachine(Machine):
         first = (addr - self.spaces["vtcm"].base) // CROUTON_BYTES
         last = (addr + nbytes - 1 - self.spaces["vtcm"].base) // CROUTON_BYTES
         return self._blocks[first:last + 1]
+
+    def range_blocks(self, ranges: list) -> tuple:
+        """The blocks of (address, bytes) ranges, one range's after the other's."""
+        if len(ranges) == 1:
+            return self.blocks(*ranges[0])
+        return sum((self.blocks(a, n) for a, n in ranges), ())
 
     def cycles(self, name: str, count: float = 1.0) -> int:
         """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
