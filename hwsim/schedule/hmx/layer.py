@@ -153,8 +153,10 @@ def prepare(program: HmxProgram, stream: WeightStream, plan: ConvPlan, weight, b
     chunks = []
     for i in range(0, len(units), per_chunk):
         part = units[i:i + per_chunk]
-        data = np.concatenate([np.pad(u, (0, size - u.size)) for _, u in part])
-        index = stream.add(program, data, f"{name} constants {len(chunks)}")
+        data = np.zeros((len(part), size), dtype=part[0][1].dtype)  # each unit zero-padded
+        for row, (_, unit) in zip(data, part):
+            row[:unit.size] = unit
+        index = stream.add(program, data.reshape(-1), f"{name} constants {len(chunks)}")
         chunks.append((index, [g for groups, _ in part for g in groups]))
     return ConvLayer(plan, chunks, size)
 
