@@ -405,7 +405,7 @@ def spatial_split(value: int, mask: int) -> tuple[int, int]:
 def check_instr(instr: Instr) -> None:
     """The rules of one line that its fields alone decide (chapter 4)."""
     f, kind = instr.fields, instr.kind
-    if not kind.startswith("act"):
+    if not kind.startswith("act"):  # every rule here is an activation's
         return
     if kind == "act" and f["channel_start"] > f["channel_stop"]:
         raise instr.error(f"channel_start {f['channel_start']} is above channel_stop "
