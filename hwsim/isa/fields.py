@@ -108,6 +108,14 @@ def _mask(pieces: Pieces) -> int:
     return _insert(-1, pieces)
 
 
+def _simple(pieces: Pieces) -> tuple[int, int]:
+    """(lowest bit, mask) of a field in one bit range; (0, 0) for one in several."""
+    if len(pieces) != 1:
+        return 0, 0
+    hi, lo = pieces[0]
+    return lo, (1 << (hi - lo + 1)) - 1
+
+
 class Word:
     """An N-bit word made of fields, constants and reserved bits, checked when built."""
 
@@ -142,8 +150,16 @@ class Word:
             raise ValueError(f"{name}: bits {missing} are not covered by any field")
         self.const_mask = sum(_mask(p) for _, p in self.consts)
         self.const_bits = sum(_insert(c.value, p) for c, p in self.consts)
-        self._decoders = [(f.name, f.pieces, f.width, f.signed, f.shift)
+        # what encode and decode do per field, derived once: a field in one bit range is a
+        # shift and a mask (``_simple``), one in several goes through _extract/_insert
+        self._decoders = [(f.name, *_simple(f.pieces), f.pieces, f.width, f.signed, f.shift)
                           for f in self.fields.values()]
+        self._encoders = [(f.name, *f.value_range(), (1 << f.shift) - 1, f.shift,
+                           *_simple(f.pieces), f.pieces, f) for f in self.fields.values()]
+        self._allowed = [(f.name, f.allowed, f.expect) for f in self.fields.values()
+                         if f.allowed is not None]
+        self._fixed_bits = self.const_bits | sum(_mask(p) for r, p in self.reserved if r.ones)
+        self._fixed_mask = self.const_mask | sum(_mask(p) for _, p in self.reserved)
 
     def matches(self, word: int) -> bool:
         """True when the constant (opcode) bits of ``word`` are this word's."""
@@ -153,20 +169,11 @@ class Word:
         """Field values of ``word``; with ``check``, reserved, constant and allowed-value rules."""
         if not 0 <= word < (1 << self.width):
             raise EncodingError(self.name, "word", word, f"a {self.width}-bit unsigned value")
-        if check:
-            for const, pieces in self.consts:
-                if _extract(word, pieces) != const.value:
-                    raise EncodingError(self.name, f"{const.name}[{const.bits}]",
-                                        _extract(word, pieces), f"{const.value:#x}")
-            for res, pieces in self.reserved:
-                raw = _extract(word, pieces)
-                want = _mask(((sum(h - l + 1 for h, l in pieces) - 1, 0),)) if res.ones else 0
-                if raw != want:
-                    expected = "all ones" if res.ones else "zero"
-                    raise EncodingError(self.name, f"{res.name}[{res.bits}]", raw, expected)
+        if check and word & self._fixed_mask != self._fixed_bits:
+            self._fixed_error(word)
         values = {}
-        for name, pieces, width, signed, shift in self._decoders:
-            raw = _extract(word, pieces)
+        for name, lo, mask, pieces, width, signed, shift in self._decoders:
+            raw = (word >> lo) & mask if mask else _extract(word, pieces)
             if signed and raw >> (width - 1):
                 raw -= 1 << width
             values[name] = raw << shift
@@ -174,31 +181,40 @@ class Word:
             self.validate(values)
         return values
 
+    def _fixed_error(self, word: int) -> None:
+        """The error of the first constant or reserved range of ``word`` that is not as
+        required."""
+        for const, pieces in self.consts:
+            if _extract(word, pieces) != const.value:
+                raise EncodingError(self.name, f"{const.name}[{const.bits}]",
+                                    _extract(word, pieces), f"{const.value:#x}")
+        for res, pieces in self.reserved:
+            raw = _extract(word, pieces)
+            want = _mask(((sum(h - l + 1 for h, l in pieces) - 1, 0),)) if res.ones else 0
+            if raw != want:
+                expected = "all ones" if res.ones else "zero"
+                raise EncodingError(self.name, f"{res.name}[{res.bits}]", raw, expected)
+
     def validate(self, values: dict[str, int]) -> None:
-        for name, value in values.items():
-            f = self.fields[name]
-            if f.allowed is not None and not f.allowed(value):
-                raise EncodingError(self.name, name, value, f.expect or "an allowed value")
+        for name, allowed, expect in self._allowed:
+            if name in values and not allowed(values[name]):
+                raise EncodingError(self.name, name, values[name], expect or "an allowed value")
 
     def encode(self, **values: int) -> int:
         """The word with these field values; unnamed fields are zero, reserved bits as required."""
-        unknown = set(values) - set(self.fields)
-        if unknown:
-            raise EncodingError(self.name, sorted(unknown)[0], values[sorted(unknown)[0]],
+        if not values.keys() <= self.fields.keys():
+            unknown = sorted(set(values) - set(self.fields))
+            raise EncodingError(self.name, unknown[0], values[unknown[0]],
                                 f"one of {', '.join(self.fields)}")
-        word = self.const_bits
-        for res, pieces in self.reserved:
-            if res.ones:
-                word |= _mask(pieces)
-        for name, f in self.fields.items():
+        word = self._fixed_bits
+        for name, lo, hi, align, shift, bit, mask, pieces, f in self._encoders:
             value = int(values.get(name, 0))
-            lo, hi = f.value_range()
-            if not lo <= value <= hi or value & ((1 << f.shift) - 1):
-                step = f", a multiple of {1 << f.shift}" if f.shift else ""
+            if not lo <= value <= hi or value & align:
+                step = f", a multiple of {1 << shift}" if shift else ""
                 raise EncodingError(self.name, name, value, f"{lo}..{hi}{step}")
             if f.allowed is not None and name in values and not f.allowed(value):
                 raise EncodingError(self.name, name, value, f.expect or "an allowed value")
-            word |= _insert(value >> f.shift, f.pieces)
+            word |= ((value >> shift) & mask) << bit if mask else _insert(value >> shift, pieces)
         return word
 
     def decode_array(self, words) -> dict[str, np.ndarray]:
@@ -206,7 +222,7 @@ class Word:
         vectorised decode for register files loaded as raw words."""
         words = np.asarray(words).astype(np.uint64)
         values = {}
-        for name, pieces, width, signed, shift in self._decoders:
+        for name, _, _, pieces, width, signed, shift in self._decoders:
             raw = np.zeros(words.shape, dtype=np.uint64)
             for hi, lo in pieces:
                 n = hi - lo + 1

@@ -384,7 +384,7 @@ def decode_line(spec: Spec, args: list[tuple[int, Location]], loc: Location) -> 
         fields.update(_decode(spec, word, value, where))
     for name, (value, _) in zip(spec.ints, args[len(spec.words):]):
         fields[name] = value
-    instr = Instr(spec, fields, loc, tuple(where for _, where in args))
+    instr = Instr(spec, fields, loc, tuple([where for _, where in args]))
     check_instr(instr)
     return instr
 
@@ -404,14 +404,16 @@ def spatial_split(value: int, mask: int) -> tuple[int, int]:
 
 def check_instr(instr: Instr) -> None:
     """The rules of one line that its fields alone decide (chapter 4)."""
-    f = instr.fields
-    if instr.kind == "act" and f["channel_start"] > f["channel_stop"]:
+    f, kind = instr.fields, instr.kind
+    if not kind.startswith("act"):  # every rule here is an activation's
+        return
+    if kind == "act" and f["channel_start"] > f["channel_stop"]:
         raise instr.error(f"channel_start {f['channel_start']} is above channel_stop "
                           f"{f['channel_stop']}: the start must be below the stop (4.1.1)", 0)
-    if instr.kind == "act_deep" and f["dc"] == 0 and f["channel_start"] > f["channel_stop"]:
+    if kind == "act_deep" and f["dc"] == 0 and f["channel_start"] > f["channel_stop"]:
         raise instr.error("with dC = 0 (one crouton) channel_start must be below channel_stop "
                           "(4.2.4)", 0)
-    if instr.kind == "act_single":
+    if kind == "act_single":
         if f["channel_start"] > f["channel_stop"]:
             raise instr.error(f"channel_start {f['channel_start']} is above channel_stop "
                               f"{f['channel_stop']} (4.1.1)", 0)

@@ -14,7 +14,7 @@ FP32 accumulation (``compute_types``).
 from __future__ import annotations
 
 from hwsim.errors import ScheduleError
-from hwsim.isa.hmx import Multiply, format_item
+from hwsim.isa.hmx import format_item
 from hwsim.schedule.hmx.dequantise import dequantise
 from hwsim.schedule.hmx.lower import HMX_OPS, SUPPORTED, Planner, merge, unit_of
 from hwsim.schedule.lowering import (Checkpoint, Lowered, Lowering, Placement, Rewritten,
@@ -76,13 +76,12 @@ class HmxLowering(Lowering):
         planned = Planner(graph, layers, params.as_dict()).lower()
         p = planned.program
         steps = _steps(machine, p.items)
-        layer_of = []
-        writers: dict[int, set] = {}  # layer index (-1: the graph inputs) -> instructions
+        layer_of = [max(layer, 0) for layer in p.layer_of]
+        writers: dict[int, list] = {}  # layer index (-1: the graph inputs) -> instructions
         units: dict[int, set] = {}
-        for index, (step, layer) in enumerate(zip(steps, p.layer_of)):
-            writers.setdefault(layer, set()).add(index)
-            layer_of.append(max(layer, 0))
-            units.setdefault(max(layer, 0), set()).add(UNITS[step.item.kind])
+        for index, (step, layer, owner) in enumerate(zip(steps, p.layer_of, layer_of)):
+            writers.setdefault(layer, []).append(index)
+            units.setdefault(owner, set()).add(step.item.kind)
         return Lowered(
             program=steps, layer_of=layer_of,
             image=[(im.space, im.addr, im.data.reshape(-1).view("u1")) for im in p.images],
@@ -91,7 +90,8 @@ class HmxLowering(Lowering):
             outputs={t.name: Placement("ddr", planned.outputs[t.name], t.dtype.name, t.shape)
                      for t in graph.outputs},
             checkpoints=_checkpoints(graph, layers, planned, writers),
-            units={i: tuple(sorted(u)) for i, u in units.items()},
+            units={i: tuple(sorted({UNITS[kind] for kind in kinds}))
+                   for i, kinds in units.items()},
             notes=_notes(layers, planned),
             params={"vtcm_base": params.vtcm_base, "vtcm_size": params.vtcm_size})
 
@@ -104,18 +104,15 @@ class HmxLowering(Lowering):
 
 
 def _steps(machine, items: list) -> list[CheckedItem]:
-    """The items checked and planned by the machine, once per distinct instruction: equal
-    instructions share their decoded fields (``HmxProgram``), so the fields identify the plan."""
-    plans: dict = {}
+    """The items checked and planned by the machine, once per distinct instruction (the program
+    makes equal instructions one item)."""
+    planned: dict[int, CheckedItem] = {}
     steps = []
     for item in items:
-        key = (id(item.act.fields), id(item.wgt.fields)) if isinstance(item, Multiply) else \
-            id(item.fields)
-        if key not in plans:
-            steps.append(machine.plan(item))
-            plans[key] = steps[-1].plan
-        else:
-            steps.append(CheckedItem(item, plans[key]))
+        step = planned.get(id(item))
+        if step is None:
+            step = planned[id(item)] = machine.plan(item)
+        steps.append(step)
     return steps
 
 

@@ -60,13 +60,12 @@ def packed_weights(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]
         mats = [np.zeros((CH, k), dtype=np.float16) for _ in taps]
         outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
         m = c.k_out // c.c
-        for block in plan.blocks:
+        for block in plan.blocks[first:first + count]:  # a block per crouton, the group's
             col = block.offset - first * CH
-            if 0 <= col < k:
-                for t, ky in enumerate(taps):
-                    ky = block.ky if plan.fold_y else ky
-                    mats[t][outs - g * CH, col + outs // m - block.c0] = \
-                        weight[ky, block.kx, outs // m, outs % m]
+            for t, ky in enumerate(taps):
+                ky = block.ky if plan.fold_y else ky
+                mats[t][outs - g * CH, col + outs // m - block.c0] = \
+                    weight[ky, block.kx, outs // m, outs % m]
         out.append([layouts.pack_weights(m) for m in mats])
     return out
 
@@ -154,8 +153,10 @@ def prepare(program: HmxProgram, stream: WeightStream, plan: ConvPlan, weight, b
     chunks = []
     for i in range(0, len(units), per_chunk):
         part = units[i:i + per_chunk]
-        data = np.concatenate([np.pad(u, (0, size - u.size)) for _, u in part])
-        index = stream.add(program, data, f"{name} constants {len(chunks)}")
+        data = np.zeros((len(part), size), dtype=part[0][1].dtype)  # each unit zero-padded
+        for row, (_, unit) in zip(data, part):
+            row[:unit.size] = unit
+        index = stream.add(program, data.reshape(-1), f"{name} constants {len(chunks)}")
         chunks.append((index, [g for groups, _ in part for g in groups]))
     return ConvLayer(plan, chunks, size)
 

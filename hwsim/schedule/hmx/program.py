@@ -73,7 +73,8 @@ class Image:
 class HmxProgram:
     """The program for the HMX machine as checked items (``hwsim.isa.hmx`` ``Instr`` and
     ``Multiply``, as parsing its text gives them), the layer each belongs to (``layer``: the
-    current one), comments to show before them, and the memory images they assume."""
+    current one), comments to show before them, and the memory images they assume. Equal
+    instructions are one item, made and checked where the program first has them."""
 
     items: list = field(default_factory=list)
     layer_of: list[int] = field(default_factory=list)
@@ -82,7 +83,8 @@ class HmxProgram:
     layer: int = -1
     lines: int = 0  # trace lines so far (a multiply is two)
     _act: Instr | None = None  # an activation waiting for its weight
-    _fields: dict = field(default_factory=dict)  # what makes an instruction -> (spec, fields)
+    _made: dict = field(default_factory=dict)  # what makes an instruction -> the instruction
+    _multiplies: dict = field(default_factory=dict)  # (activation, weight) ids -> Multiply
 
     def emit(self, name: str, *args: int, comment: str = "") -> None:
         """Add the instruction ``name(args...)`` (register words, then plain integers), decoded
@@ -92,27 +94,33 @@ class HmxProgram:
     def _emit_once(self, key: tuple, call, comment: str = "") -> None:
         """Add the instruction ``call()`` gives (its name and arguments), made and checked once
         per distinct ``key`` (what determines it) in the program."""
-        loc = Location("<hmx program>", self.lines + 1, 1)
-        made = self._fields.get(key)
-        if made is None:
+        instr = self._made.get(key)
+        if instr is None:
+            loc = Location("<hmx program>", self.lines + 1, 1)
             name, *args = call()
-            spec = SPECS[name]
-            made = self._fields[key] = spec, decode_line(spec, [(a, loc) for a in args],
-                                                         loc).fields
-        self._add(Instr(made[0], made[1], loc), comment)
+            instr = self._made[key] = decode_line(SPECS[name], [(a, loc) for a in args], loc)
+        self._add(instr, comment)
 
     def _add(self, instr: Instr, comment: str = "") -> None:
         if comment:
             self.comment(comment)
         self.lines += 1
-        weight = instr.kind in ("wgt", "wgt_deep")
+        kind = instr.kind
+        weight = kind in ("wgt", "wgt_deep")
         if weight != (self._act is not None):
-            raise ScheduleError(f"{instr.loc}: {instr.spec.name}: an activation and its weight "
-                                "must follow each other (one multiply)")
-        if instr.kind.startswith("act"):
+            raise ScheduleError(f"<hmx program>:{self.lines}:1: {instr.spec.name}: an "
+                                "activation and its weight must follow each other (one multiply)")
+        if kind.startswith("act"):
             self._act = instr
             return
-        item, self._act = (Multiply(self._act, instr) if weight else instr), None
+        if weight:
+            key = (id(self._act), id(instr))
+            item = self._multiplies.get(key)
+            if item is None:
+                item = self._multiplies[key] = Multiply(self._act, instr)
+            self._act = None
+        else:
+            item = instr
         self.items.append(item)
         self.layer_of.append(self.layer)
 

@@ -37,6 +37,7 @@ routine is costed as a whole), and cache effects (DDR traffic is the DMA's).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -260,24 +261,40 @@ ADDRESSES = ("dst", "src", "a", "b")
 PADS = {"pad_top": "kh", "pad_bottom": "kh", "pad_left": "kw", "pad_right": "kw"}
 
 
+@lru_cache(maxsize=None)
+def _rules(name: str, ints: tuple) -> tuple:
+    """(index, argument, rule, its bound or alignment) for each checked argument of an HVX
+    operation: its arguments' rules, derived once from the tables above."""
+    rules = []
+    for i, arg in enumerate(ints):
+        if arg in LIMITS:
+            rules.append((i, arg, "limit", LIMITS[arg]))
+        elif arg in SIZES:
+            rules.append((i, arg, "size", 0))
+        elif arg in PADS:
+            rules.append((i, arg, "pad", PADS[arg]))
+        elif arg in ADDRESSES:
+            rules.append((i, arg, "align", ALIGN.get(name, {}).get(arg, 2)))
+    return tuple(rules)
+
+
 def check(instr) -> None:
     """Argument rules of an HVX line (errors name the argument's column)."""
     f = instr.fields
-    for i, name in enumerate(instr.spec.ints):
+    for i, name, rule, bound in _rules(instr.spec.name, instr.spec.ints):
         value = f[name]
-        if name in LIMITS:
-            if not 0 <= value <= LIMITS[name]:
-                raise instr.error(f"{name} = {value:#x}: expected 0..{LIMITS[name]:#x}", i)
+        if rule == "limit":
+            if not 0 <= value <= bound:
+                raise instr.error(f"{name} = {value:#x}: expected 0..{bound:#x}", i)
             if name in ("lo", "hi") and value & 0x7C00 == 0x7C00 and value & 0x3FF:
                 raise instr.error(f"{name} = {value:#x}: expected an FP16 bound, not a NaN", i)
-        elif name in SIZES and value <= 0:
+        elif rule == "size" and value <= 0:
             raise instr.error(f"{name} = {value}: expected a positive size", i)
-        elif name in PADS and not 0 <= value < f[PADS[name]]:
-            raise instr.error(f"{name} = {value}: expected 0..{PADS[name]} - 1 = "
-                              f"{f[PADS[name]] - 1} (every window needs a valid input)", i)
-        align = ALIGN.get(instr.spec.name, {}).get(name, 2)
-        if name in ADDRESSES and value % align:
-            raise instr.error(f"{name} = {value:#x}: expected a multiple of {align}", i)
+        elif rule == "pad" and not 0 <= value < f[bound]:
+            raise instr.error(f"{name} = {value}: expected 0..{bound} - 1 = "
+                              f"{f[bound] - 1} (every window needs a valid input)", i)
+        elif rule == "align" and value % bound:
+            raise instr.error(f"{name} = {value:#x}: expected a multiple of {bound}", i)
     if instr.spec.name == "hvx_avg_pool" and min(pool_shape(f)) < 1:
         raise instr.error(f"a {f['kh']} x {f['kw']} window does not fit the padded "
                           f"{f['h']} x {f['w']} input")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,7 @@ class MpyPlan:
     deep_weights: bool
     negate: int
     operands: tuple = ()  # the VTCM offsets as ``datapath.multiply_vtcm`` takes them
+    blocks: tuple = ()  # the 2 KB VTCM blocks it reads (``HmxMachine.blocks``)
 
 
 @dataclass
@@ -138,18 +140,26 @@ class HmxMachine(Machine):
                          stop if i == last else 31) for i in range(last + 1)]
         elif item.act.kind == "act_single":
             croutons = [(addr, start, stop), (addr + act["dy"], start, stop)]
-            rows = single_rows(act["offset"], act["spatial_mask"])
+            # a writeable copy: the multiply kernel is compiled for writeable arrays
+            rows = single_rows(act["offset"], act["spatial_mask"]).copy()
         else:
             croutons = [(addr, start, stop)]
-        for i, (a, _, _) in enumerate(croutons):
-            self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
+        vtcm = self.spaces["vtcm"]
+        if rows is not None or not vtcm.base <= addr <= vtcm.end - len(croutons) * CROUTON_BYTES:
+            for i, (a, _, _) in enumerate(croutons):  # the error names the crouton outside
+                self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
         channels = sum(hi - lo + 1 for _, lo, hi in croutons[:1 if rows is not None else None])
         deep = item.wgt.kind == "wgt_deep"
         given = wgt["dw"] // VECTOR_BYTES + 1
         self._in_vtcm(item.wgt, wgt["address"], given * VECTOR_BYTES, 1, "weight range: ")
+        # a deep activation's croutons follow each other: one range
+        spans = [(addr, len(croutons) * CROUTON_BYTES)] if rows is None else \
+            [(a, CROUTON_BYTES) for a, _, _ in croutons]
+        blocks = self.range_blocks(spans + [(wgt["address"], given * VECTOR_BYTES)])
         return MpyPlan(croutons, rows, channels, wgt["address"], given,
                        channels // 2 * (2 if deep else 1), deep, wgt["negate"],
-                       datapath.operands(croutons, rows, wgt["address"], self.spaces["vtcm"].base))
+                       datapath.operands(croutons, rows, wgt["address"], vtcm.base),
+                       blocks)
 
     def _plan_dma(self, item: Instr) -> Copy:
         f = item.fields
@@ -200,6 +210,12 @@ class HmxMachine(Machine):
         last = (addr + nbytes - 1 - self.spaces["vtcm"].base) // CROUTON_BYTES
         return self._blocks[first:last + 1]
 
+    def range_blocks(self, ranges: list) -> tuple:
+        """The blocks of (address, bytes) ranges, one range's after the other's."""
+        if len(ranges) == 1:
+            return self.blocks(*ranges[0])
+        return sum((self.blocks(a, n) for a, n in ranges), ())
+
     def cycles(self, name: str, count: float = 1.0) -> int:
         """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
         cost = self._costs.get(name)
@@ -211,15 +227,16 @@ class HmxMachine(Machine):
 DMA_QUEUE = 16   # assumption: descriptors the DMA engine buffers ahead of the thread
 
 
+@lru_cache(maxsize=None)
 def single_rows(offset: int, mask: int) -> np.ndarray:
     """For each accumulator spatial, its source among the 64 spatials of the two croutons of a
     single (the second's numbered 32..63): Y offset rows down, wrapping into the second
-    (Figure 24)."""
+    (Figure 24). Read-only: one per (offset, mask), shared."""
     _, dy = spatial_split(offset, mask)
     grid = layouts.spatial_grid(mask)
-    ny = grid.shape[0]
+    source = np.arange(grid.shape[0]) + dy
+    wrapped = source >= grid.shape[0]
     rows = np.empty(CELLS, dtype=np.int64)
-    for y in range(ny):
-        source = y + dy
-        rows[grid[y]] = grid[source % ny] + (CELLS if source >= ny else 0)
+    rows[grid] = grid[source % grid.shape[0]] + np.where(wrapped, CELLS, 0)[:, None]
+    rows.flags.writeable = False
     return rows

@@ -58,9 +58,13 @@ class Emit:
 _SHAPES = {"act": "", "act_deep": " deep", "act_single": " single"}
 
 
+_ACCS = {(0,): (("acc", 0),), (1,): (("acc", 1),), (0, 1): (("acc", 0), ("acc", 1)),
+         (1, 0): (("acc", 1), ("acc", 0))}  # the accumulator resources of the targets
+
+
 def _multiply(m, b: OpBuilder, e: Emit) -> None:
     plan, state, vtcm, issue = e.step.plan, m.state, m.spaces["vtcm"], e.issue
-    targets = [issue.primary, 1 - issue.primary][:2 if plan.deep_weights else 1]
+    targets = (issue.primary, 1 - issue.primary) if plan.deep_weights else (issue.primary,)
     cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
     cycles += m.cycles("mpy_flush_cycles_per_vector", max(0, plan.given - plan.needed))
     nbytes = plan.channels * CELLS * 2 + plan.given * VECTOR_BYTES  # activations + weights
@@ -74,12 +78,10 @@ def _multiply(m, b: OpBuilder, e: Emit) -> None:
                 state.acc[index] = m.buffers.acc[index]
         return commit
 
-    blocks = sum((m.blocks(a, CROUTON_BYTES) for a, _, _ in plan.croutons), ())
-    blocks += m.blocks(plan.wgt_addr, plan.given * VECTOR_BYTES)
-    accs = tuple(("acc", i) for i in targets)
+    accs = _ACCS[targets]
     label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
              f"k={plan.channels} acc{issue.primary}")
-    op = b.add("mpy", cycles, reads=accs + blocks + ("usr",) + issue.waited(), writes=accs,
+    op = b.add("mpy", cycles, reads=accs + plan.blocks + ("usr",) + issue.waited(), writes=accs,
                transfers=((b.port("vtcm.hmx"), nbytes),), tag=e.index, label=label,
                macs=plan.channels * CELLS * CELLS * len(targets))
     e.act(op, action if m.numerics else None)
@@ -171,8 +173,7 @@ def _usr(m, b: OpBuilder, e: Emit) -> None:
 
 def _hvx(m, b: OpBuilder, e: Emit) -> None:
     plan, vtcm = e.step.plan, m.spaces["vtcm"]
-    reads = sum((m.blocks(a, n) for a, n in plan.reads), ())
-    writes = sum((m.blocks(a, n) for a, n in plan.writes), ())
+    reads, writes = m.range_blocks(plan.reads), m.range_blocks(plan.writes)
     op = b.add("hvx", m.cycles(plan.cost, plan.vectors), reads=reads + e.issue.waited(),
                writes=writes, transfers=((b.port("vtcm.hvx"), plan.moved),), tag=e.index,
                label=f"{e.step.item.spec.name} {plan.vectors}v")
