@@ -96,8 +96,8 @@ def fp16_clamp(a, out, lo, hi):
         if unpack(np.uint64(x), E5, M10)[0] == NAN:
             out[i] = FP16_NAN
         else:
-            y = lo if _key(x) < _key(lo) else x
-            out[i] = hi if _key(y) > _key(hi) else y
+            y = lo if _key(np.int64(x)) < _key(lo) else x
+            out[i] = hi if _key(np.int64(y)) > _key(hi) else y
 
 
 def fp16_binary_twin(a, b, out, mul):
@@ -124,7 +124,7 @@ def fp16_clamp_twin(a, out, lo, hi):
 
 @jit
 def _fp16_of_float(v):
-    """A float64 (or float32) value rounded once to FP16 bits."""
+    """A float64 value rounded once to FP16 bits."""
     if math.isnan(v):
         return FP16_NAN
     sign = 1 if v < 0 or (v == 0 and math.copysign(1.0, v) < 0) else 0
@@ -189,7 +189,7 @@ def fp16_reduce_sum(a, out):
             acc = np.float32(0.0)
             for k in range(a.shape[1]):
                 acc = np.float32(acc + np.float32(_float_of_fp16(a[o, k, j])))
-            out[o, j] = _fp16_of_float(acc)
+            out[o, j] = _fp16_of_float(np.float64(acc))  # exact: one specialisation
 
 
 @jit
@@ -203,7 +203,7 @@ def fp16_reduce_max(a, out):
                 if unpack(np.uint64(x), E5, M10)[0] == NAN:
                     best = FP16_NAN
                     break
-                if _key(x) > _key(best):
+                if _key(np.int64(x)) > _key(np.int64(best)):
                     best = x
             out[o, j] = best
 
@@ -225,7 +225,7 @@ def fp16_avg_pool(a, out, kh, kw, sh, sw, pad_top, pad_left):
                         if 0 <= y < h and 0 <= x < w:
                             acc = np.float32(acc + np.float32(_float_of_fp16(a[y, x, ch])))
                             count += 1
-                out[oy, ox, ch] = _fp16_of_float(np.float32(acc / np.float32(count)))
+                out[oy, ox, ch] = _fp16_of_float(np.float64(np.float32(acc / np.float32(count))))
 
 
 @jit
@@ -241,13 +241,11 @@ def _reformat(a, out, ebits, mbits, to_ebits, to_mbits, nan):
             out[i] = round_pack(sign, sig, exp, NO_STICKY, to_ebits, to_mbits, RNE, False, False)[0]
 
 
-@jit
 def f32_to_f16(a, out):
     """FP32 bits (uint32) -> FP16 bits, to nearest even."""
     _reformat(a, out, E8, M23, E5, M10, np.int64(FP16_NAN))
 
 
-@jit
 def f16_to_f32(a, out):
     """FP16 bits -> FP32 bits (uint32), exactly."""
     _reformat(a, out, E5, M10, E8, M23, np.int64(FP32_NAN))
