@@ -40,25 +40,47 @@ FP32_NAN = 0x7FC00000
 E8, M23 = np.int64(8), np.int64(23)  # FP32, typed (``numerics.E5``)
 
 
-@jit
 def fp16_binary(a, b, out, mul):
     """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each. Finite
     operands with a normal result: the float64 sum or product, which is exact (at most 52
-    bits), rounded once (``round_two_sum``); the rest by exact integers."""
+    bits), rounded once (``round_two_sum``, in ``_binary_usual``); the rest by exact integers
+    (``_binary_rest``, compiled only when first needed)."""
+    pending = np.empty(a.size, dtype=np.bool_)
+    if _binary_usual(a, b, out, mul, pending):
+        _binary_rest(a, b, out, mul, pending)
+
+
+@jit
+def _binary_usual(a, b, out, mul, pending):
+    """The elements of ``fp16_binary`` it computes in float64; the others are marked in
+    ``pending`` and counted in the result."""
     e5, m16 = E5, M10
+    waiting = 0
     for i in range(a.size):
         ok_a, x = finite_value(np.int64(a[i]), e5, m16)
         ok_b, y = finite_value(np.int64(b[i]), e5, m16)
+        done = False
         if ok_a and ok_b:
             v = x * y if mul else x + y
             if v == 0.0:
                 out[i] = 0x8000 if math.copysign(1.0, v) < 0.0 else 0
-                continue
-            ok, bits, _ = round_two_sum(v, 0.0, e5, m16, np.int64(30))
-            if ok:
-                out[i] = bits
-                continue
-        out[i] = _fp16_binary_exact(a[i], b[i], mul)
+                done = True
+            else:
+                done, bits, _ = round_two_sum(v, 0.0, e5, m16, np.int64(30))
+                if done:
+                    out[i] = bits
+        pending[i] = not done
+        if not done:
+            waiting += 1
+    return waiting
+
+
+@jit
+def _binary_rest(a, b, out, mul, pending):
+    """The ``pending`` elements of ``_binary_usual``, by exact integers."""
+    for i in range(a.size):
+        if pending[i]:
+            out[i] = _fp16_binary_exact(a[i], b[i], mul)
 
 
 @jit
