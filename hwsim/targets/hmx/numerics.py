@@ -753,12 +753,12 @@ def convert_usual(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_de
     """The cells of ``convert`` with finite values, by ``_convert_fast``: the filters' fields
     decoded to float64 once (and the one under feedback per cell). The cells it declines are
     marked in ``pending`` (and counted in the result)."""
-    e5, m_cvt = np.int64(EXP), np.int64(M_CVT)  # typed, not literal: one specialisation
+    e5, m_cvt = E5, M14
     m_out = np.int64(M_CVT if rnd else M_FP16)
     cols = acc.shape[1]
     values, ok = np.empty((3, cols)), np.zeros((3, cols), dtype=np.bool_)
     for o in range(cols):
-        ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, np.int64(M_IN_BIAS))
+        ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, M15)
         ok[1, o], values[1, o] = finite_value(np.int64(scale[o]), e5, m_cvt)
         ok[2, o], values[2, o] = finite_value(np.int64(out_bias[o]), e5, m_cvt)
     waiting = 0
