@@ -257,7 +257,7 @@ def test_convert_matches_oracle(case):
 @settings(max_examples=examples(200), deadline=None)
 @given(case=convert_case())
 def test_convert_kernel_matches_plain_twin(case):
-    assert run_convert(N.convert, case) == run_convert(N.convert.py_func, case)
+    assert run_convert(N.convert, case) == run_convert(N.convert_twin, case)
 
 
 def test_convert_float64_path_matches_the_exact_cell():

@@ -15,8 +15,6 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from hwsim.targets.floats import jit
-
 _BYTES = ir.IntType(8).as_pointer()
 
 
@@ -41,7 +39,7 @@ def copy(typingctx, destination, source, nbytes):
     return sig, codegen
 
 
-@jit
+@numba.njit(cache=True, nogil=True, inline="always")   # one compile per array type otherwise
 def borrow(a):
     """``a`` without reference counting: valid while the caller holds ``a``."""
     return numba.carray(pointer(a.ctypes.data), a.shape, a.dtype)

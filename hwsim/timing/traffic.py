@@ -51,7 +51,7 @@ def record(iv, count, master, start, cycles, words):
 def pay(iv, count, master, start, cycles, acc_words, acc_count, lo, hi, total_words, banks):
     """The conflict cycles of an op starting now, making the accesses ``lo:hi`` of the
     pattern arrays, which then records its own traffic: (stall, intervals, count)."""
-    kept = 0
+    kept = np.int64(0)   # typed: a literal 0 would compile record and _append once more
     for k in range(count):            # drop what ended; keep the order of the rest
         if iv[k, 1] > start:
             if kept != k:

@@ -33,51 +33,74 @@ import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, jit, round_pack, unpack
 from hwsim.targets.hmx.exact64 import finite_value, round_two_sum
-from hwsim.targets.hmx.numerics import EXP, M_FP16, exact_add
+from hwsim.targets.hmx.numerics import E5, M10, NO_STICKY, exact_add
 
 FP16_NAN = 0x7E00  # the quiet NaN HVX results carry
 FP32_NAN = 0x7FC00000
+E8, M23 = np.int64(8), np.int64(23)  # FP32, typed (``numerics.E5``)
 
 
-@jit
 def fp16_binary(a, b, out, mul):
     """``out = a + b`` (``mul`` false) or ``a * b`` on FP16 bits, one rounding each. Finite
     operands with a normal result: the float64 sum or product, which is exact (at most 52
-    bits), rounded once (``round_two_sum``); the rest by exact integers."""
-    e5, m16 = np.int64(EXP), np.int64(M_FP16)  # typed, not literal: one specialisation
+    bits), rounded once (``round_two_sum``, in ``_binary_usual``); the rest by exact integers
+    (``_binary_rest``, compiled only when first needed)."""
+    pending = np.empty(a.size, dtype=np.bool_)
+    if _binary_usual(a, b, out, mul, pending):
+        _binary_rest(a, b, out, mul, pending)
+
+
+@jit
+def _binary_usual(a, b, out, mul, pending):
+    """The elements of ``fp16_binary`` it computes in float64; the others are marked in
+    ``pending`` and counted in the result."""
+    e5, m16 = E5, M10
+    waiting = 0
     for i in range(a.size):
         ok_a, x = finite_value(np.int64(a[i]), e5, m16)
         ok_b, y = finite_value(np.int64(b[i]), e5, m16)
+        done = False
         if ok_a and ok_b:
             v = x * y if mul else x + y
             if v == 0.0:
                 out[i] = 0x8000 if math.copysign(1.0, v) < 0.0 else 0
-                continue
-            ok, bits, _ = round_two_sum(v, 0.0, e5, m16, np.int64(30))
-            if ok:
-                out[i] = bits
-                continue
-        out[i] = _fp16_binary_exact(a[i], b[i], mul)
+                done = True
+            else:
+                done, bits, _ = round_two_sum(v, 0.0, e5, m16, np.int64(30))
+                if done:
+                    out[i] = bits
+        pending[i] = not done
+        if not done:
+            waiting += 1
+    return waiting
+
+
+@jit
+def _binary_rest(a, b, out, mul, pending):
+    """The ``pending`` elements of ``_binary_usual``, by exact integers."""
+    for i in range(a.size):
+        if pending[i]:
+            out[i] = _fp16_binary_exact(a[i], b[i], mul)
 
 
 @jit
 def _fp16_binary_exact(a, b, mul):
     """One element of ``fp16_binary`` by exact integers."""
-    ca, sa, ma, ea = unpack(a, EXP, M_FP16)
-    cb, sb, mb, eb = unpack(b, EXP, M_FP16)
+    ca, sa, ma, ea = unpack(np.uint64(a), E5, M10)
+    cb, sb, mb, eb = unpack(np.uint64(b), E5, M10)
     if mul:
         sign = sa ^ sb
         if ca == NAN or cb == NAN or (ca == INF and cb == ZERO) or (ca == ZERO and cb == INF):
             return FP16_NAN
         if ca == INF or cb == INF:
             return (sign << 15) | 0x7C00
-        return round_pack(sign, ma * mb, ea + eb, False, EXP, M_FP16, RNE, False, False)[0]
+        return round_pack(sign, ma * mb, ea + eb, NO_STICKY, E5, M10, RNE, False, False)[0]
     if ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
         return FP16_NAN
     if ca == INF or cb == INF:
         return ((sa if ca == INF else sb) << 15) | 0x7C00
     sign, sig, exp, sticky = exact_add(sa, ma, ea, sb, mb, eb)
-    return round_pack(sign, sig, exp, sticky, EXP, M_FP16, RNE, False, False)[0]
+    return round_pack(sign, sig, exp, sticky, E5, M10, RNE, False, False)[0]
 
 
 @jit
@@ -92,11 +115,11 @@ def fp16_clamp(a, out, lo, hi):
     """``out = min(max(a, lo), hi)`` on FP16 bits; a NaN stays NaN."""
     for i in range(a.size):
         x = a[i]
-        if unpack(x, EXP, M_FP16)[0] == NAN:
+        if unpack(np.uint64(x), E5, M10)[0] == NAN:
             out[i] = FP16_NAN
         else:
-            y = lo if _key(x) < _key(lo) else x
-            out[i] = hi if _key(y) > _key(hi) else y
+            y = lo if _key(np.int64(x)) < _key(lo) else x
+            out[i] = hi if _key(np.int64(y)) > _key(hi) else y
 
 
 def fp16_binary_twin(a, b, out, mul):
@@ -123,7 +146,7 @@ def fp16_clamp_twin(a, out, lo, hi):
 
 @jit
 def _fp16_of_float(v):
-    """A float64 (or float32) value rounded once to FP16 bits."""
+    """A float64 value rounded once to FP16 bits."""
     if math.isnan(v):
         return FP16_NAN
     sign = 1 if v < 0 or (v == 0 and math.copysign(1.0, v) < 0) else 0
@@ -133,13 +156,14 @@ def _fp16_of_float(v):
         return sign << 15
     mant, ex = math.frexp(abs(v))
     sig = np.int64(mant * 9007199254740992.0)  # 2^53: exact
-    return np.int64(round_pack(sign, sig, ex - 53, False, 5, 10, RNE, False, False)[0])
+    return np.int64(round_pack(sign, sig, np.int64(ex - 53), NO_STICKY, E5, M10, RNE, False,
+                               False)[0])
 
 
 @jit
 def _float_of_fp16(bits):
     """The exact value of FP16 bits as a float64."""
-    cls, sign, sig, exp = unpack(bits, 5, 10)
+    cls, sign, sig, exp = unpack(np.uint64(bits), E5, M10)
     if cls == NAN:
         return math.nan
     if cls == INF:
@@ -152,7 +176,7 @@ def _float_of_fp16(bits):
 def fp16_exp(a, out):
     """``out = exp(a)`` on FP16 bits, correctly rounded."""
     for i in range(a.size):
-        cls, sign, _, _ = unpack(a[i], 5, 10)
+        cls, sign, _, _ = unpack(np.uint64(a[i]), E5, M10)
         if cls == NAN:
             out[i] = FP16_NAN
         elif cls == INF:
@@ -165,7 +189,7 @@ def fp16_exp(a, out):
 def fp16_recip(a, out):
     """``out = 1 / a`` on FP16 bits, correctly rounded: 2^-e / m by an exact integer division."""
     for i in range(a.size):
-        cls, sign, sig, exp = unpack(a[i], 5, 10)
+        cls, sign, sig, exp = unpack(np.uint64(a[i]), E5, M10)
         if cls == NAN:
             out[i] = FP16_NAN
         elif cls == INF:
@@ -176,7 +200,7 @@ def fp16_recip(a, out):
             num = np.int64(1) << 60
             quotient = num // sig
             sticky = quotient * sig != num
-            out[i] = round_pack(sign, quotient, -60 - exp, sticky, 5, 10, RNE, False, False)[0]
+            out[i] = round_pack(sign, quotient, -60 - exp, sticky, E5, M10, RNE, False, False)[0]
 
 
 @jit
@@ -187,7 +211,7 @@ def fp16_reduce_sum(a, out):
             acc = np.float32(0.0)
             for k in range(a.shape[1]):
                 acc = np.float32(acc + np.float32(_float_of_fp16(a[o, k, j])))
-            out[o, j] = _fp16_of_float(acc)
+            out[o, j] = _fp16_of_float(np.float64(acc))  # exact: one specialisation
 
 
 @jit
@@ -198,10 +222,10 @@ def fp16_reduce_max(a, out):
             best = a[o, 0, j]
             for k in range(a.shape[1]):
                 x = a[o, k, j]
-                if unpack(x, 5, 10)[0] == NAN:
+                if unpack(np.uint64(x), E5, M10)[0] == NAN:
                     best = FP16_NAN
                     break
-                if _key(x) > _key(best):
+                if _key(np.int64(x)) > _key(np.int64(best)):
                     best = x
             out[o, j] = best
 
@@ -223,32 +247,30 @@ def fp16_avg_pool(a, out, kh, kw, sh, sw, pad_top, pad_left):
                         if 0 <= y < h and 0 <= x < w:
                             acc = np.float32(acc + np.float32(_float_of_fp16(a[y, x, ch])))
                             count += 1
-                out[oy, ox, ch] = _fp16_of_float(np.float32(acc / np.float32(count)))
+                out[oy, ox, ch] = _fp16_of_float(np.float64(np.float32(acc / np.float32(count))))
 
 
 @jit
 def _reformat(a, out, ebits, mbits, to_ebits, to_mbits, nan):
     """Float bits in one binary format -> another, to nearest even (exact when it widens)."""
     for i in range(a.size):
-        cls, sign, sig, exp = unpack(a[i], ebits, mbits)
+        cls, sign, sig, exp = unpack(np.uint64(a[i]), ebits, mbits)
         if cls == NAN:
             out[i] = nan
         elif cls == INF:
             out[i] = (sign << (to_ebits + to_mbits)) | (((1 << to_ebits) - 1) << to_mbits)
         else:
-            out[i] = round_pack(sign, sig, exp, False, to_ebits, to_mbits, RNE, False, False)[0]
+            out[i] = round_pack(sign, sig, exp, NO_STICKY, to_ebits, to_mbits, RNE, False, False)[0]
 
 
-@jit
 def f32_to_f16(a, out):
     """FP32 bits (uint32) -> FP16 bits, to nearest even."""
-    _reformat(a, out, 8, 23, 5, 10, FP16_NAN)
+    _reformat(a, out, E8, M23, E5, M10, np.int64(FP16_NAN))
 
 
-@jit
 def f16_to_f32(a, out):
     """FP16 bits -> FP32 bits (uint32), exactly."""
-    _reformat(a, out, 5, 10, 8, 23, FP32_NAN)
+    _reformat(a, out, E5, M10, E8, M23, np.int64(FP32_NAN))
 
 
 @jit

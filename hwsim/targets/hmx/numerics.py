@@ -33,7 +33,7 @@ usual cells are float64 too (``_convert_fast``); the rest, with Inf, NaN, subnor
 top-binade values, are the exact integer cell (``convert_cell``).
 
 Kernels are numba functions (``cache=True``). ``multiply_twin`` is a numpy twin of the multiply
-(exact Python integers); the convert's plain twin is ``convert.py_func``.
+(exact Python integers); ``convert_twin`` runs the convert's kernels as plain Python.
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ LIMB_BITS = 30
 LIMBS = 6  # 180 bits from 2^-48: any accumulator of up to 8 exponent bits plus a product sum
 UNIT_EXP = -48  # lsb of the exact product sum: the smallest FP16 product is 2^-24 * 2^-24
 SHAPE_KINDS = {"identity": 0, "min0": 1, "max0": 2, "abs": 3}
+# The formats as typed arguments, not literals, and bits as uint64 or int64: numba compiles a
+# callee (``unpack``, ``round_pack``, ``decode``) once per distinct argument types, and each
+# literal value is a type of its own.
+E5, M10, M14, M15 = (np.int64(v) for v in (EXP, M_FP16, M_CVT, M_IN_BIAS))
+NO_STICKY = np.bool_(False)
 
 
 def shape_table(row3: str) -> np.ndarray:
@@ -68,7 +73,7 @@ def shape_table(row3: str) -> np.ndarray:
 @jit
 def decode(bits, ebits, mbits, infnan):
     """``floats.unpack``; with ``infnan`` false the all-ones exponent is an ordinary binade."""
-    cls, sign, sig, exp = unpack(bits, ebits, mbits)
+    cls, sign, sig, exp = unpack(np.uint64(bits), ebits, mbits)
     if not infnan and (cls == INF or cls == NAN):
         bias = (1 << (ebits - 1)) - 1
         return FINITE, sign, sig | (np.int64(1) << mbits), np.int64((1 << ebits) - 1 - bias - mbits)
@@ -147,8 +152,8 @@ def _special_sum(act, wgt, s, o, negate, infnan, cur_cls, cur_sign):
     neg = cur_cls == INF and cur_sign == 1
     nan = cur_cls == NAN
     for k in range(act.shape[0]):
-        ca, sa, _, _ = decode(act[k, s], EXP, M_FP16, infnan)
-        cw, sw, _, _ = decode(wgt[k, o], EXP, M_FP16, infnan)
+        ca, sa, _, _ = decode(np.int64(act[k, s]), E5, M10, infnan)
+        cw, sw, _, _ = decode(np.int64(wgt[k, o]), E5, M10, infnan)
         if ca == NAN or cw == NAN or (ca == INF and cw == ZERO) or (ca == ZERO and cw == INF):
             nan = True
         elif ca == INF or cw == INF:
@@ -592,9 +597,9 @@ def round_out(sign, sig, exp, sticky, mbits, usr20, ovf):
     all-ones exponent is one more binade: values from 2^15 up round as half their value (the
     same relative rounding) one binade higher, saturating at 0x7FFF."""
     if usr20 == 0 and sig != 0 and _msb(sig) + exp >= 15:  # 2^15 and up: the top two binades
-        bits, _ = round_pack(sign, sig, exp - 1, sticky, EXP, mbits, RNE, False, True)
+        bits, _ = round_pack(sign, sig, exp - 1, sticky, E5, mbits, RNE, False, np.bool_(True))
         return np.int64(bits) + (np.int64(1) << mbits)
-    bits, _ = round_pack(sign, sig, exp, sticky, EXP, mbits, RNE, False, usr20 == 1 and ovf == 1)
+    bits, _ = round_pack(sign, sig, exp, sticky, E5, mbits, RNE, False, usr20 == 1 and ovf == 1)
     return np.int64(bits)
 
 
@@ -608,11 +613,11 @@ def _order_key(bits, mbits):
 @jit
 def limit(bits, prev, fb_op, infnan):
     """min (fb_op 0) or max (1) of two FP16+4 values, IEEE 754-2019: a NaN wins."""
-    if decode(bits, EXP, M_CVT, infnan)[0] == NAN:
+    if decode(bits, E5, M14, infnan)[0] == NAN:
         return bits
-    if decode(prev, EXP, M_CVT, infnan)[0] == NAN:
+    if decode(prev, E5, M14, infnan)[0] == NAN:
         return prev
-    prev_larger = _order_key(prev, M_CVT) > _order_key(bits, M_CVT)
+    prev_larger = _order_key(prev, M14) > _order_key(bits, M14)
     return prev if prev_larger == (fb_op == 1) else bits
 
 
@@ -635,8 +640,8 @@ def _shape(cls, sign, kind):
 def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ovf, usr20, usr21):
     """One cell of the convert: the (5, 14) bits of s * shape(ACC + b_i) + b_o."""
     m_out = M_CVT if rnd else M_FP16
-    ca, sa, ma, ea = unpack(acc_bits, ebits, mbits)
-    cb, sb, mb, eb = decode(in_bias, EXP, M_IN_BIAS, usr20)
+    ca, sa, ma, ea = unpack(np.uint64(acc_bits), ebits, mbits)
+    cb, sb, mb, eb = decode(np.int64(in_bias), E5, M15, usr20)
     if ca == NAN or cb == NAN or (ca == INF and cb == INF and sa != sb):
         ct, st, mt, et = NAN, 0, np.int64(0), np.int64(0)
     elif ca == INF or cb == INF:
@@ -648,8 +653,8 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
         t = round_pack(sign, sig, exp, sticky, ebits, mbits, RNE, False, False)[0]
         ct, st, mt, et = unpack(t, ebits, mbits)
     ct, st = _shape(ct, st, kind)
-    cs, ss, ms, es = decode(scale, EXP, M_CVT, usr20)
-    co, so, mo, eo = decode(out_bias, EXP, M_CVT, usr20)
+    cs, ss, ms, es = decode(np.int64(scale), E5, M14, usr20)
+    co, so, mo, eo = decode(np.int64(out_bias), E5, M14, usr20)
     cp, sp = NAN, ss ^ st
     if cs != NAN and ct != NAN:
         if cs == INF or ct == INF:
@@ -657,9 +662,9 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
         else:
             cp = ZERO if cs == ZERO or ct == ZERO else FINITE
     if cp == NAN or co == NAN or (cp == INF and co == INF and sp != so):
-        y = special_out(True, 0, m_out, usr20, usr21, ovf)
+        y = special_out(np.bool_(True), np.int64(0), m_out, usr20, usr21, ovf)
     elif cp == INF or co == INF:
-        y = special_out(False, sp if cp == INF else so, m_out, usr20, usr21, ovf)
+        y = special_out(np.bool_(False), sp if cp == INF else so, m_out, usr20, usr21, ovf)
     else:
         mp = ms * mt if cp == FINITE else np.int64(0)
         sign, sig, exp, sticky = exact_add(sp, mp, es + et, so, mo, eo)
@@ -702,7 +707,6 @@ def _convert_fast(x, b, kind, sc, ob, ebits, mbits, m_out, usr20):
     return ok, np.int64(y)
 
 
-@jit
 def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf,
             usr20, usr21, ebits, mbits):
     """The convert transfer (section 2.3, chapter 5) of one accumulator into ``out``.
@@ -712,28 +716,61 @@ def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb
     convert state before (feedback C'); ``out``: the new convert state, (5, 14) bits (uint32);
     ``shapes``: ``shape_table``; the rest are the convert Rs fields and USR[20], USR[21].
 
-    The filters' fields are decoded to float64 once (and the one under feedback per cell);
-    cells with finite values go to ``_convert_fast``, the others and those it declines to
-    ``convert_cell``.
+    Two kernels: ``convert_usual`` does the cells with finite values in float64 and marks the
+    others, ``convert_rest`` does those by the exact cell (it is compiled only when first
+    needed). ``convert_twin`` is the same in plain Python.
     """
-    e5, m_cvt = np.int64(EXP), np.int64(M_CVT)  # typed, not literal: one specialisation
+    _convert_with(convert_usual, convert_rest, acc, in_bias, shape, scale, out_bias, prev, out,
+                  shapes, fb_dest, fb_op, rnd, ovf, usr20, usr21, ebits, mbits)
+
+
+def convert_twin(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd,
+                 ovf, usr20, usr21, ebits, mbits):
+    """``convert`` by the plain Python functions of its kernels (same signature)."""
+    _convert_with(convert_usual.py_func, convert_rest.py_func, acc, in_bias, shape, scale,
+                  out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf, usr20, usr21, ebits,
+                  mbits)
+
+
+def _convert_with(usual, rest, acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest,
+                  fb_op, rnd, ovf, usr20, usr21, ebits, mbits):
+    pending = np.empty(acc.shape, dtype=np.bool_)
+    if usual(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd,
+             usr20, ebits, mbits, pending):
+        rest(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf,
+             usr20, usr21, ebits, mbits, pending)
+
+
+@jit
+def _fed_back(field, prev, fb_op, usr20):
+    """The scale or output bias field under feedback: ``limit`` of it and the state before."""
+    return limit(np.int64(field), np.int64(prev), fb_op, usr20)
+
+
+@jit
+def convert_usual(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd,
+                  usr20, ebits, mbits, pending):
+    """The cells of ``convert`` with finite values, by ``_convert_fast``: the filters' fields
+    decoded to float64 once (and the one under feedback per cell). The cells it declines are
+    marked in ``pending`` (and counted in the result)."""
+    e5, m_cvt = E5, M14
     m_out = np.int64(M_CVT if rnd else M_FP16)
     cols = acc.shape[1]
     values, ok = np.empty((3, cols)), np.zeros((3, cols), dtype=np.bool_)
     for o in range(cols):
-        ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, np.int64(M_IN_BIAS))
+        ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, M15)
         ok[1, o], values[1, o] = finite_value(np.int64(scale[o]), e5, m_cvt)
         ok[2, o], values[2, o] = finite_value(np.int64(out_bias[o]), e5, m_cvt)
+    waiting = 0
     for s in range(acc.shape[0]):
         for o in range(cols):
-            sc, ob = scale[o], out_bias[o]
             ok_s, sc_value, ok_o, ob_value = ok[1, o], values[1, o], ok[2, o], values[2, o]
             if fb_dest == 1:
-                ob = limit(ob, prev[s, o], fb_op, usr20)
-                ok_o, ob_value = finite_value(np.int64(ob), e5, m_cvt)
+                ok_o, ob_value = finite_value(_fed_back(out_bias[o], prev[s, o], fb_op, usr20),
+                                              e5, m_cvt)
             elif fb_dest == 2:
-                sc = limit(sc, prev[s, o], fb_op, usr20)
-                ok_s, sc_value = finite_value(np.int64(sc), e5, m_cvt)
+                ok_s, sc_value = finite_value(_fed_back(scale[o], prev[s, o], fb_op, usr20), e5,
+                                              m_cvt)
             done, x = finite_value(np.int64(acc[s, o]), ebits, mbits)
             y = np.int64(0)
             if done and ok[0, o] and ok_s and ok_o:
@@ -741,8 +778,26 @@ def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb
                                         ebits, mbits, m_out, usr20)
             else:
                 done = False
+            pending[s, o] = not done
             if done:
                 out[s, o] = y if rnd else y << 4
             else:
-                out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob,
-                                         ebits, mbits, rnd, ovf, usr20, usr21)
+                waiting += 1
+    return waiting
+
+
+@jit
+def convert_rest(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd,
+                 ovf, usr20, usr21, ebits, mbits, pending):
+    """The ``pending`` cells of ``convert_usual``, by the exact cell (``convert_cell``)."""
+    for s in range(acc.shape[0]):
+        for o in range(acc.shape[1]):
+            if not pending[s, o]:
+                continue
+            sc, ob = np.int64(scale[o]), np.int64(out_bias[o])
+            if fb_dest == 1:
+                ob = _fed_back(ob, prev[s, o], fb_op, usr20)
+            elif fb_dest == 2:
+                sc = _fed_back(sc, prev[s, o], fb_op, usr20)
+            out[s, o] = convert_cell(acc[s, o], in_bias[o], shapes[shape[o]], sc, ob, ebits,
+                                     mbits, rnd, ovf, usr20, usr21)

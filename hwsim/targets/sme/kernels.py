@@ -13,7 +13,9 @@ Each kernel comes twice. ``*_tile`` takes its sources as (register file, registe
 (``zs[n]``, ``ps[pn]``: a typed Z view and the predicate array) and working memory owned by the
 caller (``scratch(svl_bytes)``): it allocates nothing and makes no array views, so that the
 compiled interpreter runs it without touching reference counts. ``mopa_*`` takes the source
-vectors themselves, and allocates its scratch when given none.
+vectors themselves, and allocates its scratch when given none. Both call the exact per-element
+functions through their addresses (``exact``), never linked in: a kernel that linked them would
+compile them again, for seconds, besides the copies the interpreter calls.
 
 * ``mopa_fma``: non-widening BFMOPA/BFMOPS (.H) and FMOPA/FMOPS (.S): ``numerics.fma`` per element.
 * ``mopa_dot2``: widening BFMOPA/BFMOPS and FMOPA/FMOPS (16-bit pairs into .S): for each element,
@@ -127,8 +129,7 @@ def _operands(zn, zm, pn, pm, za, given):
 def fma_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, esize, neg, ebits, mbits, ctl, words,
              exact_fma):
     """Sources ``zs[n]``, ``zs[m]`` under ``ps[pn]``, ``ps[pm]`` (``ps64``: ``ps`` as uint64
-    words). ``ebits`` must be 8 (BF16, FP32); ``exact_fma``: the address of ``exact("fma")``, or
-    None to link ``numerics.fma`` in."""
+    words). ``ebits`` must be 8 (BF16, FP32); ``exact_fma``: the address of ``exact("fma")``."""
     dim = za.shape[1]
     flip = np.uint32(1 << (ebits + mbits)) if neg else np.uint32(0)
     shift = np.uint32(23 - mbits)                 # BF16 -> FP32 bits
@@ -179,21 +180,23 @@ def _fma_row(za, r, abits, zs, m, ps, pm, esize, words, mbits, ctl, exact_fma):
             value, flag = fma_bf16_element(x, a, b, fin, fout)
         else:
             value, flag = fma32_element(x, a, b, fin, fout)
-        if not (flag or (fin and (subnormal(a) or subnormal(b)))):
-            pass
-        elif exact_fma is None:     # linked in (``mopa_fma``)
-            value = fma(x, abits, zs[m, j], 8, mbits, ctl)
-        else:
+        if flag or (fin and (subnormal(a) or subnormal(b))):
             value = _call_exact(exact_fma, (np.uint64(x), np.uint64(abits), _NIL,
                                             np.uint64(zs[m, j]), _NIL, np.int64(mbits),
                                             pointer(ctl.ctypes.data)))
         za[r, j] = value
 
 
-@jit
 def mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
+    _mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch,
+              exact("fma").address)
+
+
+@jit
+def _mopa_fma(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch, exact_fma):
     zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
-    fma_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, esize, neg, ebits, mbits, ctl, words, None)
+    fma_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, esize, neg, ebits, mbits, ctl, words,
+             exact_fma)
 
 
 def mopa_fma_twin(za, t, step, zn, zm, pn, pm, esize, neg, ebits, mbits, ctl, scratch=None):
@@ -219,8 +222,7 @@ def _flushes_halves(mode, ctl):
 @inline
 def dot2_tile(za, t, step, zs, n, m, ps, ps64, pn, pm, neg, mode, ctl, words, exact_dot):
     """``mode``: 0 FP16 (FPDotAdd_ZA), 1 BF16 with EBF=1, 2 BF16 with EBF=0 (Round to Odd);
-    ``exact_dot``: the address of ``exact("sop")`` for mode 2, else of ``exact("dot")``, or None
-    to link the ``numerics`` functions in."""
+    ``exact_dot``: the address of ``exact("sop")`` for mode 2, else of ``exact("dot")``."""
     dim = za.shape[1]
     fp16 = mode == 0
     flip = np.uint32(0x8000) if neg else np.uint32(0)
@@ -282,20 +284,20 @@ def _dot2_row(za, r, h0, h1, zs, m, ps, pm, r0, r1, words, mode, ctl, exact_dot)
         if flag or exact:
             g0 = np.uint64(zs[m, 2 * j]) if c0 else np.uint64(0)
             g1 = np.uint64(zs[m, 2 * j + 1]) if c1 else np.uint64(0)
-            if exact_dot is not None:
-                value = _call_exact(exact_dot, (np.uint64(x), np.uint64(h0), np.uint64(h1), g0,
-                                                g1, np.int64(mode), pointer(ctl.ctypes.data)))
-            elif mode == 2:         # linked in (``mopa_dot2``)
-                value = bf16_dot_add(x, h0, h1, g0, g1, ctl)
-            else:
-                value = dot_add(x, h0, h1, g0, g1, mode == 1, ctl)
+            value = _call_exact(exact_dot, (np.uint64(x), np.uint64(h0), np.uint64(h1), g0, g1,
+                                            np.int64(mode), pointer(ctl.ctypes.data)))
         za[r, j] = value
 
 
-@jit
 def mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):
+    _mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch,
+               exact("sop" if mode == 2 else "dot").address)
+
+
+@jit
+def _mopa_dot2(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch, exact_dot):
     zs, ps, ps64, words = _operands(zn, zm, pn, pm, za, scratch)
-    dot2_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, mode, ctl, words, None)
+    dot2_tile(za, t, step, zs, 0, 1, ps, ps64, 0, 1, neg, mode, ctl, words, exact_dot)
 
 
 def mopa_dot2_twin(za, t, step, zn, zm, pn, pm, neg, mode, ctl, scratch=None):

@@ -32,6 +32,10 @@ from hwsim.targets.sme.state import FPCR
 MODE, FLUSH_IN, FLUSH16_IN, FLUSH_OUT, DN_SIGN, SOP_DN_SIGN = range(6)
 CONTROLS = 6
 _RMODE = (RNE, RUP, RDN, RTZ)   # FPCR.RMode 0b00 RN, 0b01 RP, 0b10 RM, 0b11 RZ
+# Formats and flags as typed arguments, not literals: numba compiles a callee once per distinct
+# argument types, and each literal value is a type of its own.
+E5, M10, E8, M7, M23 = (np.int64(v) for v in (5, 10, 8, 7, 23))
+NO, YES = np.bool_(False), np.bool_(True)
 
 
 def controls(fpcr: int, feat_afp: bool, sop_dn: str) -> np.ndarray:
@@ -169,9 +173,9 @@ def dot(a0, a1, b0, b1, ebits, mbits, flush, ctl):
 def dot_add(acc, a0, a1, b0, b1, bf16, ctl):
     """FPDotAdd_ZA (FP16 inputs, ``bf16`` False) or BFDotAdd with EBF=1 (BF16 inputs)."""
     if bf16:
-        prod = dot(a0, a1, b0, b1, 8, 7, ctl[FLUSH_IN], ctl)
+        prod = dot(a0, a1, b0, b1, E8, M7, ctl[FLUSH_IN], ctl)
     else:
-        prod = dot(a0, a1, b0, b1, 5, 10, ctl[FLUSH16_IN], ctl)
+        prod = dot(a0, a1, b0, b1, E5, M10, ctl[FLUSH16_IN], ctl)
     return add32(acc, prod, ctl)
 
 
@@ -187,22 +191,22 @@ def _round_odd32(sign, sig, exp, sticky):
 @jit
 def _bf_mul(x, y, dn):
     """BFMulH: an FP32 product of two BF16 values (denormal inputs are zero)."""
-    cx, sx, mx, ex = _operand(x, 8, 7, True)
-    cy, sy, my, ey = _operand(y, 8, 7, True)
+    cx, sx, mx, ex = _operand(x, E8, M7, YES)
+    cy, sy, my, ey = _operand(y, E8, M7, YES)
     if cx == NAN or cy == NAN or (cx == INF and cy == ZERO) or (cx == ZERO and cy == INF):
         return dn
     if cx == INF or cy == INF:
         return infinity(sx ^ sy, 8, 23)
     if cx == ZERO or cy == ZERO:
         return _zero(sx ^ sy, 8, 23)
-    return _round_odd32(sx ^ sy, mx * my, ex + ey, False)
+    return _round_odd32(sx ^ sy, mx * my, ex + ey, NO)
 
 
 @jit
 def _bf_add(x, y, dn):
     """FPAdd_BF16 on FP32 values: denormals are zero, Round to Odd, exact zero is +0."""
-    cx, sx, mx, ex = _operand(x, 8, 23, True)
-    cy, sy, my, ey = _operand(y, 8, 23, True)
+    cx, sx, mx, ex = _operand(x, E8, M23, YES)
+    cy, sy, my, ey = _operand(y, E8, M23, YES)
     if cx == NAN or cy == NAN or (cx == INF and cy == INF and sx != sy):
         return dn
     if cx == INF:
@@ -213,7 +217,7 @@ def _bf_add(x, y, dn):
         return _zero(sx, 8, 23)
     sign, sig, exp, sticky = exact_sum(sx, mx, ex, sy, my, ey)
     if sig == 0 and not sticky:
-        return _zero(0, 8, 23)
+        return _zero(np.int64(0), 8, 23)
     return _round_odd32(sign, sig, exp, sticky)
 
 

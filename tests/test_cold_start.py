@@ -1,0 +1,61 @@
+"""Cold start: with an empty numba cache, the usual paths compile each shared helper once and
+leave the rare exact paths uncompiled (docs/hmx-datapath-speed.md, Cold start).
+
+Each case runs in a fresh interpreter with its own empty cache, so that the signatures it lists
+are the compiles that interpreter made, whatever this process or the disk cache holds.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+_HMX = """
+    import numpy as np
+    from hwsim.targets import floats
+    from hwsim.targets.hmx import hvx_kernels as K, numerics as N
+    acc = np.full((32, 32), (63 << 29) | 12345, np.uint64)          # normal, near 1.0
+    fields = [np.full(32, v, np.int64) for v in (0, 0, 0x3C000, 0)]  # b_i 0, x, s 1.0, b_o 0
+    prev, out = np.zeros((32, 32), np.uint32), np.zeros((32, 32), np.uint32)
+    N.convert(acc, *fields, prev, out, N.shape_table("abs"), 0, 0, 0, 0, 0, 0, 7, 29)
+    a = np.arange(0x3C00, 0x3C40, dtype=np.uint16)
+    K.fp16_binary(a, a, np.empty_like(a), False)
+    K.f32_to_f16(np.ones(4, np.float32).view(np.uint32), np.empty(4, np.uint16))
+    K.f16_to_f32(a, np.empty(a.size, np.uint32))
+    functions = {"convert_rest": N.convert_rest, "binary_rest": K._binary_rest,
+                 "round_pack": floats.round_pack, "unpack": floats.unpack,
+                 "decode": N.decode, "limit": N.limit}
+"""
+
+_SME = """
+    from hwsim.targets.sme import kernels, numerics
+    kernels.outer("fp32"), kernels.exact("fma")
+    functions = {"fma": numerics.fma, "dot_add": numerics.dot_add,
+                 "bf16_dot_add": numerics.bf16_dot_add}
+"""
+
+
+def _signatures(code: str, tmp_path) -> dict:
+    script = textwrap.dedent(code) + textwrap.dedent("""
+        import json
+        print(json.dumps({k: len(f.signatures) for k, f in functions.items()}))
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_hmx_usual_paths_compile_each_helper_once_and_no_exact_path(tmp_path):
+    assert _signatures(_HMX, tmp_path) == {"convert_rest": 0, "binary_rest": 0, "round_pack": 1,
+                                           "unpack": 1, "decode": 1, "limit": 1}
+
+
+@pytest.mark.slow
+def test_sme_fp32_kernel_calls_its_exact_function_by_address_only(tmp_path):
+    # the kernel compiles no copy of fma (nor the widening functions); exact("fma") compiles one
+    assert _signatures(_SME, tmp_path) == {"fma": 1, "dot_add": 0, "bf16_dot_add": 0}
