@@ -59,3 +59,27 @@ def test_hmx_usual_paths_compile_each_helper_once_and_no_exact_path(tmp_path):
 def test_sme_fp32_kernel_calls_its_exact_function_by_address_only(tmp_path):
     # the kernel compiles no copy of fma (nor the widening functions); exact("fma") compiles one
     assert _signatures(_SME, tmp_path) == {"fma": 1, "dot_add": 0, "bf16_dot_add": 0}
+
+
+@pytest.mark.slow
+def test_the_cold_start_children_compile_what_a_run_then_loads(tmp_path):
+    """On an empty cache, the core child's tiny table compiles the signatures a real run uses
+    (the run then loads them: no cache miss), and the kernels child runs."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-m", "hwsim.timing.warm"], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "hwsim.schedule.warm", "gap9", "cluster", "int8"],
+                   env=env, check=True)
+    script = textwrap.dedent("""
+        import json
+        from hwsim.schedule import estimate
+        from hwsim.timing import core, stats, warm
+        from hwsim.tosa.models import model
+        assert warm._cached()
+        estimate(model("autoencoder", dtype="int8"), "gap9", mode="cluster")
+        print(json.dumps({f.__name__: [len(f.signatures), sum(f.stats.cache_misses.values())]
+                          for f in (core._run, core._edges, stats._spread)}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, check=True)
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["_run"] == found["_edges"] == [1, 0] and found["_spread"][1] == 0

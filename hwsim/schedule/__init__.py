@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -24,6 +25,7 @@ from hwsim.errors import ConfigError, ScheduleError
 from hwsim.schedule import requantise
 from hwsim.schedule.lowering import Lowered, Lowering
 from hwsim.schedule.report import LayerRow, Report
+from hwsim.timing import warm
 from hwsim.tosa.ir import Graph
 from hwsim.tosa.reference import metered
 
@@ -109,10 +111,23 @@ class Prepared(NamedTuple):
     lowered: Lowered
 
 
+def _warm_up(target: str, mode: str, graph: Graph, in_order: bool) -> None:
+    """On a cold numba cache, compile in a child process the half of the work this process
+    needs last (``hwsim.timing.warm``): the timing core for a machine that runs its program
+    before the timing, else the machine's kernels (``hwsim.schedule.warm``)."""
+    if in_order:
+        warm.start_core()
+        return
+    dtype = "fp32" if graph.inputs and graph.inputs[0].dtype.is_float else "int8"
+    warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype])
+
+
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
             params: dict | None = None, numerics: bool = True,
-            cache: dict | None = None) -> Prepared:
-    """Load, check, fuse and lower. ``cache``: see ``estimate``."""
+            cache: dict | None = None, warm_up: bool = False) -> Prepared:
+    """Load, check, fuse and lower. ``cache``: see ``estimate``; ``warm_up``: on a cold numba
+    cache, compile what the run will need in a second process meanwhile
+    (``hwsim.schedule.warm``)."""
     if cache is not None and (numerics or not isinstance(model, Graph)):
         # a program may hold the memories of the machine it was lowered for (HMX's DMA
         # copies): only a timing-only run, which moves no data, can reuse it on a fresh machine
@@ -122,6 +137,8 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     low = lowering(target)
     options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
     machine, run_params = _machine(low, options.params)
+    if warm_up:
+        _warm_up(target, options.mode, graph, machine.in_order)
     # the lowerings read the graph, the mode, the weight bits and the machine's architectural
     # parameters (memory sizes and bases, SME's vector length), never a timing parameter
     key = (graph, target, options.mode, options.weight_bits,
@@ -180,7 +197,8 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     wall = {}
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
-        model, target, mode, weight_bits, params, numerics, cache)
+        model, target, mode, weight_bits, params, numerics, cache,
+        warm_up=engine in (None, "compiled"))
     feeds = _feeds(graph, lowered, inputs)
     wall["lower"] = time.perf_counter() - start
     sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine)

@@ -34,7 +34,7 @@ import numpy as np
 from hwsim.blas import one_thread
 from hwsim.errors import ConfigError, HwsimError, Location, TraceSyntaxError
 from hwsim.memory.space import AddressSpace
-from hwsim.timing import core
+from hwsim.timing import core, warm
 from hwsim.timing import engine as reference
 from hwsim.timing.effects import Effects, replay
 from hwsim.timing.optable import OpTable
@@ -103,6 +103,8 @@ class Machine:
         machine's); ``watcher``: told when ops finish (``watch(table)`` -> op indices,
         ``done(op)``, ``stops(table)``: see ``Effects``)."""
         engine = _engine(engine) if engine else self.engine
+        if engine == "compiled" and self.in_order:
+            warm.start_core()   # compiled alongside this machine's kernels (``timing.warm``)
         if isinstance(trace, (Trace, str, Path)):
             trace = trace if isinstance(trace, Trace) else read_trace(trace)
             program = None
@@ -145,9 +147,11 @@ class Machine:
             records = reference.simulate(table, effects, progress)
         elif in_order:
             self.execute(program, table, numerics, effects)
+            warm.wait("core")
             records = core.simulate(table, progress)
         else:
             records = core.simulate(table, progress)
+            warm.wait("kernels")
             replay(records, effects)
         return collect(records, self.name, len(program), self.peak_macs_per_cycle(),
                        self.timing.clock_hz, PEAK_WINDOW_CYCLES)
