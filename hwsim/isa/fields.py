@@ -140,8 +140,9 @@ class Word:
                     raise ValueError(f"{label}: declared twice")
                 self.fields[part.name] = part
             elif isinstance(part, Const):
-                if part.value >> sum(h - l + 1 for h, l in pieces):
-                    raise ValueError(f"{label}: value {part.value:#x} does not fit bits {part.bits}")
+                if part.value >> sum(hi - lo + 1 for hi, lo in pieces):
+                    raise ValueError(f"{label}: value {part.value:#x} does not fit bits "
+                                     f"{part.bits}")
                 self.consts.append((part, pieces))
             else:
                 self.reserved.append((part, pieces))
@@ -190,7 +191,7 @@ class Word:
                                     _extract(word, pieces), f"{const.value:#x}")
         for res, pieces in self.reserved:
             raw = _extract(word, pieces)
-            want = _mask(((sum(h - l + 1 for h, l in pieces) - 1, 0),)) if res.ones else 0
+            want = _mask(((sum(hi - lo + 1 for hi, lo in pieces) - 1, 0),)) if res.ones else 0
             if raw != want:
                 expected = "all ones" if res.ones else "zero"
                 raise EncodingError(self.name, f"{res.name}[{res.bits}]", raw, expected)

@@ -114,12 +114,15 @@ class Prepared(NamedTuple):
 def _warm_up(target: str, mode: str, graph: Graph, in_order: bool) -> None:
     """On a cold numba cache, compile in a child process the half of the work this process
     needs last (``hwsim.timing.warm``): the timing core for a machine that runs its program
-    before the timing, else the machine's kernels (``hwsim.schedule.warm``)."""
+    before the timing, else the machine's kernels (``hwsim.schedule.warm``), and this process
+    the attribution's."""
     if in_order:
         warm.start_core()
         return
     dtype = "fp32" if graph.inputs and graph.inputs[0].dtype.is_float else "int8"
-    warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype])
+    if warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype]):
+        from hwsim.schedule.run import compile_attribution
+        compile_attribution()       # this process's share while the child compiles
 
 
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,

@@ -351,6 +351,17 @@ def _sums(layers: np.ndarray, values: np.ndarray, n_layers: int) -> np.ndarray:
     return out
 
 
+def compile_attribution() -> None:
+    """Compile the attribution's kernels on a tiny log (the argument types of every run's:
+    int64 intervals, a port log with transfers and one without), so that a cold start can do
+    it while its child compiles the machine's kernels (``hwsim.timing.warm``)."""
+    one = np.ones(1, np.int64)
+    _runs(0 * one, one, 0 * one)
+    _sweep(0 * one, one, 0 * one, 0 * one, 1, len(CLASSES), 1)
+    for log in (np.ones((1, 3), np.int64), np.zeros((0, 3), np.int64)):
+        binned(log, 1, 1)
+
+
 def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> dict:
     """Per-layer timing and traffic, and the run's totals (module docstring)."""
     logs, moved = _logs(result, lowered, lowering, n_layers)

@@ -1,17 +1,21 @@
 """A cold start's child for machines that time a program before replaying its effects
-(``hwsim.timing.warm`` says why): it compiles the machine's kernels by estimating a small model
-of the same kind on that machine and mode with the simpy engine, which compiles no timing core.
+(``hwsim.timing.warm`` says why): it compiles the machine's kernels by running a small model of
+the same kind on that machine and mode with the simpy engine, which compiles no timing core.
 The model is the synthetic DS-CNN: convolutions, depthwise convolutions, pooling, a fully
-connected layer and a softmax.
+connected layer and a softmax. It stops after the run: the attribution's kernels are the
+parent's to compile while it waits (``run.compile_attribution``).
 
     python -m hwsim.schedule.warm TARGET MODE int8|fp32
 """
 
 import sys
 
-from hwsim.schedule import estimate
+from hwsim.schedule import _feeds, prepare
+from hwsim.schedule.run import simulate
 from hwsim.tosa.models import model
 
 if __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]
-    estimate(model("ds_cnn", dtype=dtype), target, mode=mode, engine="simpy")
+    ready = prepare(model("ds_cnn", dtype=dtype), target, mode)
+    simulate(ready.lowered, ready.machine, _feeds(ready.graph, ready.lowered, None),
+             ready.run_params, engine="simpy")

@@ -14,9 +14,9 @@ this process needs them:
   every table's, so it compiles the very signatures every run uses); the run waits for it
   (``wait("core")``) before the timing, which then loads the core from the cache;
 * the others time the program first and replay its effects after, so this process compiles
-  the core and the child the machine's kernels (``start("kernels", command)``: the scheduler's
-  child estimates a small model on that machine with the simpy engine, which needs no core);
-  the replay waits for it (``wait("kernels")``).
+  the core (and the scheduler's attribution kernels) and the child the machine's kernels
+  (``start("kernels", command)``: the scheduler's child runs a small model on that machine with
+  the simpy engine, which needs no core); the replay waits for it (``wait("kernels")``).
 
 Nothing is started on one core or once the core is in the cache (the sign that the cache is
 warm). A child that fails or compiles something else costs only its time.
@@ -46,15 +46,16 @@ def _cached() -> bool:
         return True
 
 
-def start(kind: str, command: list[str]) -> None:
+def start(kind: str, command: list[str]) -> bool:
     """Run ``command`` (compiling ``kind``: ``core`` or ``kernels``) as the child, if the cache
-    is cold, a second core can run it and no child runs yet."""
+    is cold, a second core can run it and no child runs yet; whether it started."""
     global _child
     with _lock:
         if _child is not None or (os.cpu_count() or 1) < 2 or _cached():
-            return
+            return False
         _child = kind, subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return True
 
 
 def start_core() -> None:
