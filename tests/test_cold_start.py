@@ -83,3 +83,24 @@ def test_the_cold_start_children_compile_what_a_run_then_loads(tmp_path):
                           text=True, check=True)
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["_run"] == found["_edges"] == [1, 0] and found["_spread"][1] == 0
+
+
+@pytest.mark.slow
+def test_a_timing_only_run_starts_no_kernels_child(tmp_path):
+    """A timing-only run calls no kernel, so a cold start compiles none in a child; SME's core
+    child still runs (it compiles what every run needs)."""
+    script = textwrap.dedent("""
+        from hwsim.schedule import _warm_up
+        from hwsim.timing import warm
+        from hwsim.tosa.models import model
+        graph = model("autoencoder", dtype="int8")
+        assert not warm._cached()
+        _warm_up("gap9", "exact", graph, in_order=False, numerics=False)
+        assert warm._child is None
+        _warm_up("sme", "int8", graph, in_order=True, numerics=False)
+        assert warm._child[0] == "core"
+        warm.wait("core")
+        assert warm._child is None and warm._cached()
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))

@@ -111,13 +111,15 @@ class Prepared(NamedTuple):
     lowered: Lowered
 
 
-def _warm_up(target: str, mode: str, graph: Graph, in_order: bool) -> None:
+def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: bool) -> None:
     """On a cold numba cache, compile in a child process the half of the work this process
     needs last (``hwsim.timing.warm``): the timing core for a machine that runs its program
-    before the timing, else the machine's kernels (``hwsim.schedule.warm``), and this process
-    the attribution's."""
+    before the timing, else the machine's kernels (``hwsim.schedule.warm``; not for a
+    timing-only run, which calls none), and this process the attribution's."""
     if in_order:
         warm.start_core()
+        return
+    if not numerics:
         return
     dtype = "fp32" if graph.inputs and graph.inputs[0].dtype.is_float else "int8"
     if warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype]):
@@ -141,7 +143,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
     machine, run_params = _machine(low, options.params)
     if warm_up:
-        _warm_up(target, options.mode, graph, machine.in_order)
+        _warm_up(target, options.mode, graph, machine.in_order, numerics)
     # the lowerings read the graph, the mode, the weight bits and the machine's architectural
     # parameters (memory sizes and bases, SME's vector length), never a timing parameter
     key = (graph, target, options.mode, options.weight_bits,
