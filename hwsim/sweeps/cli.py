@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _interrupt(signum, frame):
+    from hwsim.sweeps.execute import stop
+    stop()                  # in case the exception lands in a finalizer, which swallows it
     raise KeyboardInterrupt
 
 
@@ -55,6 +57,9 @@ def cmd_sweep(args) -> int:
     spec = read_spec(args.spec)
     store = store_path(output)
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    ctrl_c = signal.getsignal(signal.SIGINT)      # ignored stays ignored (a background job)
+    if ctrl_c is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         outcome = run(spec, args.workers, args.scheduler, store, progress=True)
     except KeyboardInterrupt:
@@ -65,6 +70,7 @@ def cmd_sweep(args) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, ctrl_c)
     write_table(outcome.points(), output)
     print(f"{output}: {len(outcome.rows)} points, {outcome.failed} failed ({outcome.reused} reused "
           f"from {store}, {outcome.computed} computed) in {time.perf_counter() - start:.1f} s")

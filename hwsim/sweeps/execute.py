@@ -12,12 +12,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 
 from hwsim.errors import ConfigError
 from hwsim.sweeps.worker import error_record, hwsim_version, run_point
 
 CONNECT_TIMEOUT_S = 10
 WORKER_WAIT_S = 30
+_stop = threading.Event()
+
+
+def stop() -> None:
+    """Ask a running ``compute`` to stop. A signal handler's KeyboardInterrupt can land in a
+    finalizer (a Dask future's ``__del__``), which swallows it; the loop then stops at the next
+    finished point."""
+    _stop.set()
 
 
 def cores() -> int:
@@ -36,6 +45,7 @@ def compute(points: list, store, workers: int | None = None, scheduler: str | No
         return 0
     from distributed import as_completed
     computed = errors = 0
+    _stop.clear()
     with _client(workers, scheduler) as client:
         futures = {client.submit(run_point, point, pure=False): point for point in points}
         try:
@@ -51,6 +61,8 @@ def compute(points: list, store, workers: int | None = None, scheduler: str | No
                 errors += record["status"] != "ok"
                 if progress:
                     progress(computed, errors)
+                if _stop.is_set():
+                    raise KeyboardInterrupt
         finally:
             client.cancel(list(futures))
     return computed
