@@ -74,15 +74,15 @@ class Checkpoints:
         ops = np.flatnonzero(count)
         n = count[ops]
         pair = np.repeat(lo[ops] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-        layers = owner[pair]
-        counts = np.bincount(layers)
+        layer_of = owner[pair]              # each (op, layer) pair's layer, in op order
+        counts = np.bincount(layer_of)
         last = np.full(len(counts), -1, np.int64)
-        np.maximum.at(last, layers, np.repeat(ops, n))
-        found = np.flatnonzero(counts).tolist()
-        self.pending = dict(zip(found, counts[found].tolist()))
-        self._last = dict(zip(found, last[found].tolist()))
-        layers, ends = layers.tolist(), np.cumsum(n).tolist()
-        self.by_op = {op: layers[end - k:end] for op, k, end in zip(ops.tolist(), n.tolist(), ends)}
+        np.maximum.at(last, layer_of, np.repeat(ops, n))
+        watched = np.flatnonzero(counts).tolist()
+        self.pending = dict(zip(watched, counts[watched].tolist()))
+        self._last = dict(zip(watched, last[watched].tolist()))
+        pairs, ends = layer_of.tolist(), np.cumsum(n).tolist()
+        self.by_op = {op: pairs[end - k:end] for op, k, end in zip(ops.tolist(), n.tolist(), ends)}
         return set(self.by_op)
 
     def stops(self, table) -> set[int]:
