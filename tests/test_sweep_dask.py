@@ -191,3 +191,20 @@ def test_the_mlperf_kws_model_on_gap9(dask_cluster):
                           "params": {"gap9.clock_hz": [370e6, 240e6]}}, scheduler=dask_cluster)
     assert points["cycles"].tolist() == [375044, 375044]          # benchmarks/results/models.json
     assert points["seconds"].tolist() == [375044 / 370e6, 375044 / 240e6]
+
+
+def test_a_stop_whose_interrupt_was_swallowed_ends_the_sweep_at_the_next_point(dask_cluster,
+                                                                              tmp_path):
+    """A signal handler's KeyboardInterrupt can land in a finalizer, which swallows it; the
+    stop it also asked for (``execute.stop``) still ends the sweep after the next finished
+    point, with that point stored and the rest cancelled."""
+    from hwsim.sweeps import Store
+    from hwsim.sweeps.execute import compute, stop
+    spec = tmp_path / "grid.toml"
+    spec.write_text(f'models = ["{MODEL}"]\ntargets = ["gap9"]\n'
+                    '[params]\n"gap9.l2_bytes_per_cycle" = [2, 4, 8, 16]\n')
+    store = Store(tmp_path / "grid.points.jsonl")
+    with pytest.raises(KeyboardInterrupt):
+        compute(read_spec(spec).points(), store, scheduler=dask_cluster,
+                progress=lambda computed, failed: stop())
+    assert len(_lines(tmp_path / "grid.points.jsonl")) == 1
