@@ -138,8 +138,8 @@ class Chunk:
 ROW_INTS = 13       # the integer columns of ``_Rows.ints``
 
 
-def _pairs(pairs: list) -> np.ndarray:
-    """[2, n] from n pairs of integers."""
+def pair_columns(pairs: list) -> np.ndarray:
+    """[2, n] int64 from n pairs of integers (dependencies, transfers)."""
     return np.fromiter(itertools.chain.from_iterable(pairs), np.int64,
                        2 * len(pairs)).reshape(-1, 2).T
 
@@ -166,7 +166,8 @@ class _Rows:
         if self.traffic:
             row, w, r = zip(*self.traffic)
             words[list(row)], rate[list(row)] = w, r
-        (dep_res, dep_mode), (xfer_port, xfer_bytes) = _pairs(self.deps), _pairs(self.xfers)
+        dep_res, dep_mode = pair_columns(self.deps)
+        xfer_port, xfer_bytes = pair_columns(self.xfers)
         return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, dep_res,
                 dep_mode, xfer_count, xfer_port, xfer_bytes, traffic, master, words, rate, acc_n,
                 np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))

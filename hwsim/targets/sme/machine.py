@@ -40,7 +40,7 @@ from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
 from hwsim.targets.sme.state import FPCR, SmeState
 from hwsim.timing.optable import DEP_PART, DEP_READ, DEP_WRITE, Chunk, OpBuilder, PortSpec, \
-    UnitSpec
+    UnitSpec, pair_columns
 
 DATAPATHS = ("fp32", "wide16", "int8", "b16b16")
 VECTOR_WRITES = MEMORY + STORED   # a routine is ordered after the loads and stores before it
@@ -327,8 +327,8 @@ def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
     def ragged(name, dtypes):
         lists = [getattr(r, name) for r in rows]
         counts = np.fromiter(map(len, lists), np.int64, len(lists))
-        pairs = np.array([e for entries in lists for e in entries], np.int64).reshape(-1, 2)
-        flat = [pairs[:, k].astype(d) for k, d in enumerate(dtypes)]
+        columns = pair_columns([e for entries in lists for e in entries])
+        flat = [column.astype(d) for column, d in zip(columns, dtypes)]
         starts = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(counts, out=starts[1:])
         per_op = counts[which]
