@@ -37,7 +37,7 @@ from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Graph, Operator, Tensor
-from hwsim.tosa.judge import Verdict, judge, statistics
+from hwsim.tosa.judge import Verdict, exact_count, judge, statistics
 from hwsim.tosa.reference import ReferenceError
 from hwsim.tosa.reference import goldens as every_tensor
 
@@ -111,24 +111,13 @@ def _carried(ops: list) -> bool:
                for op in ops[1:])
 
 
-def _bit_exact(sim, golden, dt) -> bool:
-    """Every element bit-identical, NaNs of any payload equal (``statistics``' exact count,
-    without its error figures; it raises on different shapes)."""
-    sim, golden = np.asarray(sim, dt.np), np.asarray(golden, dt.np)
-    if sim.shape != golden.shape:
-        return statistics(sim, golden, dt)[0] == golden.size
-    bits = np.dtype(f"u{dt.np.itemsize}")
-    same = sim.view(bits) == golden.view(bits)
-    return bool(same.all()) or bool(np.all(same | (np.isnan(sim.astype(np.float64)) &
-                                                   np.isnan(golden.astype(np.float64)))))
-
-
 def _float_verdicts(cases: list) -> dict:
     """Verdicts of float layers (module docstring), with fp64 references and bounds computed
     in-process (``hwsim.tosa.fp64``)."""
     verdicts, pending = {}, []
     for c in cases:
-        if _bit_exact(c.sim, c.golden, c.ops[-1].output.dtype) or not _carried(c.ops):
+        dt = c.ops[-1].output.dtype
+        if exact_count(c.sim, c.golden, dt) == np.size(c.golden) or not _carried(c.ops):
             verdicts[c.index] = judge(c.ops[-1], c.sim, c.golden)
         else:
             pending.append(c)

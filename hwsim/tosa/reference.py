@@ -57,6 +57,8 @@ class ReferenceError(TosaError):
 
 # file descriptors are process-wide: one capture at a time, or threads restore each other's
 _CAPTURE = threading.Lock()
+# the C library's stdio, loaded once: each load makes a reference cycle of ctypes types
+_LIBC = ctypes.CDLL(None)
 
 
 @contextlib.contextmanager
@@ -74,7 +76,7 @@ def captured_output() -> Iterator[list[str]]:
         try:
             yield box
         finally:
-            ctypes.CDLL(None).fflush(None)      # the library's buffered C stdio
+            _LIBC.fflush(None)      # the library's buffered C stdio
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             os.close(saved[0])
