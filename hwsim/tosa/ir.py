@@ -109,14 +109,19 @@ class Operator:
         raise AttributeError(f"{self.op} has no attribute or input {name!r}")
 
     def roles(self) -> dict[str, Any]:
-        """Inputs and outputs by their spec names (a list for a tensor-list input)."""
-        if self.spec is None:
-            return {}
-        names = dict(zip(self.spec.inputs, self.inputs))
-        if self.spec.inputs and self.spec.inputs[-1].endswith("*"):
-            names.pop(self.spec.inputs[-1])
-            names[self.spec.inputs[-1][:-1]] = self.inputs[len(self.spec.inputs) - 1:]
-        names.update(zip(self.spec.outputs, self.outputs))
+        """Inputs and outputs by their spec names (a list for a tensor-list input); made once
+        (an operator's tensors do not change), not to be modified."""
+        names = self.__dict__.get("_roles")
+        if names is not None:
+            return names
+        names = {}
+        if self.spec is not None:
+            names = dict(zip(self.spec.inputs, self.inputs))
+            if self.spec.inputs and self.spec.inputs[-1].endswith("*"):
+                names.pop(self.spec.inputs[-1])
+                names[self.spec.inputs[-1][:-1]] = self.inputs[len(self.spec.inputs) - 1:]
+            names.update(zip(self.spec.outputs, self.outputs))
+        self._roles = names
         return names
 
     @property
