@@ -7,6 +7,8 @@ a read-only space. ``view`` hands a kernel a window of the bytes without copying
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from hwsim.errors import MemoryFault
@@ -21,6 +23,13 @@ def as_bytes(data) -> np.ndarray:
     raise TypeError(f"expected bytes or a numpy array, found {type(data).__name__}")
 
 
+def zeroed(size: int) -> np.ndarray:
+    """``size`` zero bytes on fresh pages (an anonymous mapping): pages never touched cost
+    nothing, where ``np.zeros`` of a few megabytes reuses heap memory and clears every byte
+    (about 1 ms per machine, measured)."""
+    return np.frombuffer(mmap.mmap(-1, size), np.uint8)
+
+
 class AddressSpace:
     """``size`` bytes starting at ``base``; addresses are absolute."""
 
@@ -28,7 +37,7 @@ class AddressSpace:
         if size <= 0:
             raise ValueError(f"space {name}: size must be positive")
         self.name, self.size, self.base, self.readonly = name, int(size), int(base), readonly
-        self.data = np.zeros(self.size, dtype=np.uint8)
+        self.data = zeroed(self.size)
 
     @property
     def end(self) -> int:
