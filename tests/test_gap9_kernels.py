@@ -349,3 +349,15 @@ def test_compiled_conv2d_and_matmul_match_their_numpy_twins():
         a, b = ints("i8", (n, h, ic)), ints("i8", (n, ic, oc))
         assert np.array_equal(cluster_conv.matmul(a, b, *zps), kernel_ops.matmul(a, b, *zps))
         checked += 1
+
+
+@pytest.mark.parametrize("zp", [2 ** 31 - 129, -(2 ** 31 - 129), 2 ** 31, -(2 ** 40)])
+def test_compiled_conv2d_with_zero_points_near_and_past_int32(zp):
+    """A trace may give any zero point: the operands leave int32 when it would not hold them
+    (checked against exact Python integers, wrapped to int32 as CONV2D's accumulator is)."""
+    x = np.array([-128, 127]).reshape(1, 1, 2, 1)
+    weights = np.array([127, -128]).reshape(2, 1, 1, 1)
+    got = cluster_conv.conv2d(x, weights, None, (0, 0, 0, 0), (1, 1), (1, 1), zp, 3)
+    want = [[(int(a) - zp) * (int(w) - 3) for w in weights.reshape(-1)] for a in x.reshape(-1)]
+    wrapped = (np.array(want, object) + 2 ** 31) % 2 ** 32 - 2 ** 31
+    assert got.reshape(2, 2).tolist() == wrapped.tolist()
