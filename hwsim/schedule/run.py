@@ -53,47 +53,65 @@ class Checkpoints:
         self.raw: dict[int, np.ndarray] = {}
         self.pending: dict[int, int] = {}
         self.by_op: dict[int, list[int]] = {}
-        self._last: dict[int, int] = {}             # layer -> its last writer op
+        self._matched = None
+        self._ending: dict[int, list[int]] = {}     # op -> the layers it is the last writer of
         for layer, cp in lowered.checkpoints.items():
             if not cp.writers:
                 self._snap(layer)
 
+    def _match(self, table) -> tuple:
+        """(ops, writers per op, each (op, layer) pair's layer in op order, layers' write
+        counts): every layer's writers matched to ops by their tags in one sorted pass."""
+        if self._matched is None:
+            found = [(layer, cp.writers) for layer, cp in self.lowered.checkpoints.items()
+                     if cp.writers]
+            tags = np.concatenate([np.zeros(0, np.int64)] + [np.fromiter(w, np.int64, len(w))
+                                                             for _, w in found])
+            owner = np.repeat(np.array([layer for layer, _ in found], np.int64),
+                              [len(w) for _, w in found])
+            order = np.argsort(tags, kind="stable")
+            tags, owner = tags[order], owner[order]
+            op_tags = np.asarray(table.tag, np.int64)
+            lo = np.searchsorted(tags, op_tags, "left")
+            count = np.searchsorted(tags, op_tags, "right") - lo
+            ops = np.flatnonzero(count)
+            n = count[ops]
+            pair = np.repeat(lo[ops] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+            layer_of = owner[pair]
+            self._matched = ops, n, layer_of, np.bincount(layer_of)
+        return self._matched
+
     def watch(self, table) -> set[int]:
-        """The ops of every layer's writers (from their tags), matched in one sorted pass."""
-        found = [(layer, cp.writers) for layer, cp in self.lowered.checkpoints.items()
-                 if cp.writers]
-        tags = np.concatenate([np.zeros(0, np.int64)] + [np.fromiter(w, np.int64, len(w))
-                                                         for _, w in found])
-        owner = np.repeat(np.array([layer for layer, _ in found], np.int64),
-                          [len(w) for _, w in found])
-        order = np.argsort(tags, kind="stable")
-        tags, owner = tags[order], owner[order]
-        op_tags = np.asarray(table.tag, np.int64)
-        lo = np.searchsorted(tags, op_tags, "left")
-        count = np.searchsorted(tags, op_tags, "right") - lo
-        ops = np.flatnonzero(count)
-        n = count[ops]
-        pair = np.repeat(lo[ops] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-        layer_of = owner[pair]              # each (op, layer) pair's layer, in op order
-        counts = np.bincount(layer_of)
-        last = np.full(len(counts), -1, np.int64)
-        np.maximum.at(last, layer_of, np.repeat(ops, n))
+        """The writer ops, each to be reported ``done`` (an engine's order)."""
+        ops, n, layer_of, counts = self._match(table)
         watched = np.flatnonzero(counts).tolist()
         self.pending = dict(zip(watched, counts[watched].tolist()))
-        self._last = dict(zip(watched, last[watched].tolist()))
         pairs, ends = layer_of.tolist(), np.cumsum(n).tolist()
         self.by_op = {op: pairs[end - k:end] for op, k, end in zip(ops.tolist(), n.tolist(), ends)}
         return set(self.by_op)
 
     def stops(self, table) -> set[int]:
-        """In program order, each layer's output is complete after its last writer op."""
-        return set(self._last.values())
+        """In program order, each layer's output is complete after its last writer op: the
+        ops to report ``through``."""
+        ops, n, layer_of, counts = self._match(table)
+        by_layer = np.repeat(ops, n)[np.argsort(layer_of, kind="stable")]   # op order in each
+        layers = np.flatnonzero(counts)
+        self._ending = {}
+        for layer, op in zip(layers.tolist(), by_layer[np.cumsum(counts)[layers] - 1].tolist()):
+            self._ending.setdefault(op, []).append(layer)
+        return set(self._ending)
 
     def done(self, op: int) -> None:
         for layer in self.by_op[op]:
             self.pending[layer] -= 1
             if not self.pending[layer]:
                 self._snap(layer)
+
+    def through(self, op: int) -> None:
+        """Every op up to ``op`` (a stop) has finished, as a machine running its program in
+        order reports: the layers ``op`` ends are complete."""
+        for layer in self._ending.get(op, ()):
+            self._snap(layer)
 
     def _snap(self, layer: int) -> None:
         if layer not in self.raw:

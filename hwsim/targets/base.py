@@ -101,7 +101,8 @@ class Machine:
         """Run a trace (text, a path, a read ``Trace``, or a program built in Python).
         ``numerics=False``: timing only; ``engine``: ``simpy`` or ``compiled`` (default: the
         machine's); ``watcher``: told when ops finish (``watch(table)`` -> op indices,
-        ``done(op)``, ``stops(table)``: see ``Effects``)."""
+        ``done(op)``: see ``Effects``; a machine that runs its program in order is told
+        ``stops(table)`` -> op indices, ``through(op)``: every op up to a stop has finished)."""
         engine = _engine(engine) if engine else self.engine
         if engine == "compiled" and self.in_order:
             warm.start_core()   # compiled alongside this machine's kernels (``timing.warm``)
@@ -141,8 +142,12 @@ class Machine:
     def _simulate(self, program, numerics: bool, engine: str, progress, watcher) -> Result:
         in_order = engine == "compiled" and self.in_order
         table, actions = self.compile(program, numerics, actions=not in_order)
-        effects = Effects(actions or {}) if watcher is None else Effects(
-            actions or {}, watcher.watch(table), watcher.done, watcher.stops(table))
+        if watcher is None:
+            effects = Effects(actions or {})
+        elif in_order:              # told only as the program passes each layer's last writer
+            effects = Effects(actions or {}, watcher.stops(table), watcher.through)
+        else:
+            effects = Effects(actions or {}, watcher.watch(table), watcher.done)
         if engine == "simpy":
             records = reference.simulate(table, effects, progress)
         elif in_order:

@@ -26,14 +26,13 @@ import numpy as np
 class Effects:
     """``actions``: op -> action; ``done(op)`` is called for the ops in ``watch`` once their
     last effect has been applied (at their start when they have no commit). A machine that runs
-    its semantics in program order need only pause at ``stops`` (default: every watched op),
-    the ops after which the watcher must see the state before anything else runs."""
+    its semantics in program order pauses after each watched op (its watcher then watches only
+    the ops after which it must see the state before anything else runs)."""
 
     def __init__(self, actions: dict, watch=frozenset(),
-                 done: Callable[[int], None] | None = None, stops=None):
+                 done: Callable[[int], None] | None = None):
         self.actions = actions
         self.watch = frozenset(watch) if done is not None else frozenset()
-        self.stops = self.watch if stops is None or done is None else frozenset(stops)
         self.done = done
         self._due: list = []              # (ready, rank, op, commit)
 

@@ -248,12 +248,12 @@ class SmeMachine(Machine):
     def execute(self, program: SmeProgram, table, numerics: bool, effects) -> None:
         """The program in program order, compiled (``interpreter``), the routines between its
         pieces in Python; fills in the bytes each memory instruction moved. Watched ops are
-        reported done as the program passes the stops (``Effects.stops``)."""
+        reported done as the program passes them (``Effects``)."""
         moved = np.zeros(len(program), np.int64)
         runner = interpreter.Runner(self.state, program, self.decoded(program), numerics,
                                     self.params, moved)
-        watch, stops = sorted(effects.watch), sorted(effects.stops)
-        w = s = i = 0
+        stops = sorted(effects.watch)
+        s = i = 0
         n = len(program)
         while i < n:
             stop = stops[s] + 1 if s < len(stops) else n
@@ -265,11 +265,10 @@ class SmeMachine(Machine):
                     if commit is not None:
                         commit()
                 i = at + 1
-            s = bisect.bisect_left(stops, i, s)
-            passed = bisect.bisect_left(watch, i, w)
-            for op in watch[w:passed]:
+            passed = bisect.bisect_left(stops, i, s)
+            for op in stops[s:passed]:
                 effects.done(op)
-            w = passed
+            s = passed
         memory = self._memory_ops
         table.xfer_bytes[table.xfer_ptr[memory]] = moved[memory]
 
