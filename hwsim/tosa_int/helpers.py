@@ -156,6 +156,9 @@ def rescale_np(value, multiplier, shift, input_zp: int, output_zp: int, out_type
 
 
 def store(values, dtype: str) -> np.ndarray:
-    """In-range values as the bytes of a tensor of ``dtype`` (u8 in an i8 tensor wraps)."""
-    bits = int(dtype[1:])
-    return wrap(values, bits).astype(STORAGE["i" + dtype[1:]])
+    """In-range values as the bytes of a tensor of ``dtype`` (u8 in an i8 tensor wraps): a
+    cast between integer types keeps the low bits, the two's complement wrap of ``wrap``."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "iu":
+        values = values.astype(np.int64)
+    return values.astype(STORAGE["i" + dtype[1:]])
