@@ -321,7 +321,7 @@ def _nan_canonical(result: np.ndarray) -> np.ndarray:
 
 
 def fp16_exp_twin(a, out):
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):     # a signalling NaN is invalid
         out[:] = _nan_canonical(np.exp(a.view(np.float16).astype(np.float64)).astype(np.float16))
 
 
