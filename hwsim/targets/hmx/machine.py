@@ -42,7 +42,7 @@ from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.targets.base import Machine
 from hwsim.targets.hmx import datapath, hvx, layouts, numerics
 from hwsim.targets.hmx.params import PARAMS
-from hwsim.targets.hmx.semantics import BUILDERS, Emit, Issue
+from hwsim.targets.hmx.semantics import BUILDERS, Emit, Issue, Rows
 from hwsim.targets.hmx.state import CELLS, HmxState
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
@@ -60,7 +60,7 @@ class MpyPlan:
     deep_weights: bool
     negate: int
     operands: tuple = ()  # the VTCM offsets as ``datapath.multiply_vtcm`` takes them
-    blocks: tuple = ()  # the 2 KB VTCM blocks it reads (``HmxMachine.blocks``)
+    blocks: tuple = ()  # the 2 KB VTCM blocks it reads: (first, last) ranges of block indices
 
 
 @dataclass
@@ -155,7 +155,8 @@ class HmxMachine(Machine):
         # a deep activation's croutons follow each other: one range
         spans = [(addr, len(croutons) * CROUTON_BYTES)] if rows is None else \
             [(a, CROUTON_BYTES) for a, _, _ in croutons]
-        blocks = self.range_blocks(spans + [(wgt["address"], given * VECTOR_BYTES)])
+        blocks = tuple(self.block_range(a, n)
+                       for a, n in spans + [(wgt["address"], given * VECTOR_BYTES)])
         return MpyPlan(croutons, rows, channels, wgt["address"], given,
                        channels // 2 * (2 if deep else 1), deep, wgt["negate"],
                        datapath.operands(croutons, rows, wgt["address"], vtcm.base),
@@ -193,12 +194,15 @@ class HmxMachine(Machine):
         self.numerics = numerics
         self.dma = Dma("dma", {"vtcm": b.port("vtcm.dma"), "ddr": b.port("ddr")},
                        t.dma_setup_cycles)
+        self.hmx_port, self.hvx_port = b.port("vtcm.hmx"), b.port("vtcm.hvx")
         issue = Issue(self.state.primary)
         effects: dict = {}
+        rows = Rows(b, len(self._blocks))
         for index, step in enumerate(program):
             step = self.plan(step)
-            BUILDERS[step.item.kind](self, b, Emit(index, step, issue, effects if actions
-                                                   else None))
+            BUILDERS[step.item.kind](self, rows, Emit(index, step, issue, effects if actions
+                                                      else None))
+        rows.flush()
         return b.table(), effects
 
     def peak_macs_per_cycle(self) -> float:
@@ -210,11 +214,10 @@ class HmxMachine(Machine):
         last = (addr + nbytes - 1 - self.spaces["vtcm"].base) // CROUTON_BYTES
         return self._blocks[first:last + 1]
 
-    def range_blocks(self, ranges: list) -> tuple:
-        """The blocks of (address, bytes) ranges, one range's after the other's."""
-        if len(ranges) == 1:
-            return self.blocks(*ranges[0])
-        return sum((self.blocks(a, n) for a, n in ranges), ())
+    def block_range(self, addr: int, nbytes: int) -> tuple[int, int]:
+        """The first and last 2 KB VTCM block of a range, as indices (``blocks``)."""
+        base = self.spaces["vtcm"].base
+        return (addr - base) // CROUTON_BYTES, (addr + nbytes - 1 - base) // CROUTON_BYTES
 
     def cycles(self, name: str, count: float = 1.0) -> int:
         """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
