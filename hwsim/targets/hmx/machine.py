@@ -198,10 +198,10 @@ class HmxMachine(Machine):
         issue = Issue(self.state.primary)
         effects: dict = {}
         rows = Rows(b, len(self._blocks))
+        emit = Emit(0, None, issue, effects if actions else None)
         for index, step in enumerate(program):
-            step = self.plan(step)
-            BUILDERS[step.item.kind](self, rows, Emit(index, step, issue, effects if actions
-                                                      else None))
+            emit.index, emit.step = index, self.plan(step)
+            BUILDERS[emit.step.item.kind](self, rows, emit)
         rows.flush()
         return b.table(), effects
 

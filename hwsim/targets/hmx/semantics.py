@@ -35,23 +35,32 @@ class Rows:
         self.b = b
         self.resource = b.resource
         self._block_ids = [-1] * blocks      # VTCM block -> resource id (-1: not yet)
+        self._waited_key, self._waited = None, []
         self._columns()
 
     def _columns(self) -> None:
         self.unit, self.cycles, self.macs, self.tag, self.label = [], [], [], [], []
-        self.dep_count, self.dep_res, self.dep_mode = [], [], []
+        self.reads, self.writes, self.dep_res = [], [], []
         self.xfer_count, self.xfer_port, self.xfer_bytes = [], [], []
 
     def ids(self, keys) -> list:
         resource = self.resource
         return [resource(k) for k in keys]
 
+    def waited(self, issue) -> list:
+        """The ids of ``issue.waited()`` (the same list until the fence or the wait changes:
+        callers do not change it)."""
+        key = (issue.fence, issue.sync)
+        if key != self._waited_key:
+            self._waited_key, self._waited = key, self.ids(issue.waited())
+        return self._waited
+
     def blocks(self, ranges) -> list:
         """The resource ids of the VTCM blocks ``first..last`` of each range, in order."""
         ids, out = self._block_ids, []
         for first, last in ranges:
             part = ids[first:last + 1]
-            if part and min(part) < 0:
+            if -1 in part:
                 for j in range(first, last + 1):
                     if ids[j] < 0:
                         ids[j] = self.resource(("vtcm", j))
@@ -69,11 +78,10 @@ class Rows:
         self.macs.append(macs)
         self.tag.append(tag)
         self.label.append(self.b.label(label))
-        self.dep_count.append(len(reads) + len(writes))
+        self.reads.append(len(reads))
+        self.writes.append(len(writes))
         self.dep_res += reads
         self.dep_res += writes
-        self.dep_mode += [DEP_READ] * len(reads)
-        self.dep_mode += [DEP_WRITE] * len(writes)
         if transfer is None:
             self.xfer_count.append(0)
         else:
@@ -85,13 +93,15 @@ class Rows:
     def flush(self) -> None:
         """Hand the ops so far to the builder (before it appends ops of its own)."""
         if self.unit:
+            counts = np.array([self.reads, self.writes], np.int64)
+            modes = np.repeat(np.tile(np.array([DEP_READ, DEP_WRITE], np.int8), len(self.unit)),
+                              counts.T.reshape(-1))
             self.b.extend(Chunk(
                 np.asarray(self.unit, np.int32), np.asarray(self.cycles, np.int64),
                 macs=np.asarray(self.macs, np.int64), tag=np.asarray(self.tag, np.int64),
                 label=np.asarray(self.label, np.int32),
-                dep_count=np.asarray(self.dep_count, np.int64),
-                dep_res=np.asarray(self.dep_res, np.int32),
-                dep_mode=np.asarray(self.dep_mode, np.int8),
+                dep_count=counts.sum(axis=0), dep_res=np.asarray(self.dep_res, np.int32),
+                dep_mode=modes,
                 xfer_count=np.asarray(self.xfer_count, np.int64),
                 xfer_port=np.asarray(self.xfer_port, np.int32),
                 xfer_bytes=np.asarray(self.xfer_bytes, np.int64)))
@@ -118,7 +128,8 @@ class Issue:
 @dataclass
 class Emit:
     """One instruction being turned into its op: its index (the op's tag), the checked step,
-    the issue state, and where its action goes (None: no actions wanted)."""
+    the issue state, and where its action goes (None: no actions wanted). The machine reuses
+    one for every instruction: a builder reads it and does not keep it (in an action)."""
 
     index: int
     step: Any               # machine.CheckedItem
@@ -156,7 +167,7 @@ def _multiply(m, rows: Rows, e: Emit) -> None:
     accs = rows.ids(_ACCS[targets])
     label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
              f"k={plan.channels} acc{issue.primary}")
-    reads = accs + rows.blocks(plan.blocks) + rows.ids(("usr",) + issue.waited())
+    reads = accs + rows.blocks(plan.blocks) + rows.ids(("usr",)) + rows.waited(issue)
     op = rows.add("mpy", cycles, reads, accs, e.index, label, (m.hmx_port, nbytes),
                   plan.channels * CELLS * CELLS * len(targets))
     e.act(op, action if m.numerics else None)
@@ -190,7 +201,7 @@ def _convert(m, rows: Rows, e: Emit) -> None:
             swap()
         return commit
 
-    reads = rows.ids((("acc", index), ("bias", sel), "usr", "cvt") + issue.waited())
+    reads = rows.ids((("acc", index), ("bias", sel), "usr", "cvt")) + rows.waited(issue)
     writes = rows.ids(("cvt", ("acc", index)) if clear else ("cvt",))
     label = f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
     op = rows.add("cvt", m.cycles("cvt_cycles"), reads, writes, e.index, label)
@@ -203,7 +214,7 @@ def _write_convert(m, rows: Rows, e: Emit) -> None:
     def action():
         data = datapath.write_convert(state)
         return lambda: vtcm.store(addr, data)
-    op = rows.add("cvt", m.cycles("cvt_write_cycles"), rows.ids(("cvt",) + e.issue.waited()),
+    op = rows.add("cvt", m.cycles("cvt_write_cycles"), rows.ids(("cvt",)) + rows.waited(e.issue),
                   rows.blocks((m.block_range(addr, CROUTON_BYTES),)), e.index,
                   f"write cvt -> {addr:#x}", (m.hmx_port, CROUTON_BYTES))
     e.act(op, action if m.numerics else None)
@@ -224,10 +235,10 @@ def _bias(m, rows: Rows, e: Emit) -> None:
     label = f"bias {'load' if load else 'store'} {addr:#x} [{index}]"
     if load:  # resources interned in the order of reads, then writes
         reads = rows.blocks((m.block_range(addr, BIAS_SET_BYTES),))
-        reads += rows.ids(e.issue.waited())
+        reads += rows.waited(e.issue)
         writes = rows.ids((("bias", index),))
     else:
-        reads = rows.ids((("bias", index),) + e.issue.waited())
+        reads = rows.ids((("bias", index),)) + rows.waited(e.issue)
         writes = rows.blocks((m.block_range(addr, BIAS_SET_BYTES),))
     op = rows.add("cvt", m.cycles("bias_cycles"), reads, writes, e.index, label,
                   (m.hmx_port, BIAS_SET_BYTES))
@@ -235,14 +246,14 @@ def _bias(m, rows: Rows, e: Emit) -> None:
 
 
 def _clear(m, rows: Rows, e: Emit) -> None:
-    op = rows.add("mpy", m.cycles("clracc_cycles"), rows.ids(e.issue.waited()),
+    op = rows.add("mpy", m.cycles("clracc_cycles"), rows.waited(e.issue),
                   rows.ids((("acc", 0), ("acc", 1))), e.index, "clear acc")
     e.act(op, lambda: lambda: m.state.acc.fill(0))
 
 
 def _usr(m, rows: Rows, e: Emit) -> None:
     value = e.step.plan
-    op = rows.add("cvt", m.cycles("usr_cycles"), rows.ids(e.issue.waited()),
+    op = rows.add("cvt", m.cycles("usr_cycles"), rows.waited(e.issue),
                   rows.ids(("usr",)), e.index, f"USR = {value:#x}")
     e.act(op, lambda: lambda: setattr(m.state, "usr", value))
 
@@ -250,7 +261,7 @@ def _usr(m, rows: Rows, e: Emit) -> None:
 def _hvx(m, rows: Rows, e: Emit) -> None:
     plan, vtcm = e.step.plan, m.spaces["vtcm"]
     reads = rows.blocks([m.block_range(a, n) for a, n in plan.reads])
-    reads += rows.ids(e.issue.waited())
+    reads += rows.waited(e.issue)
     writes = rows.blocks([m.block_range(a, n) for a, n in plan.writes])
     op = rows.add("hvx", m.cycles(plan.cost, plan.vectors), reads, writes, e.index,
                   f"{e.step.item.spec.name} {plan.vectors}v", (m.hvx_port, plan.moved))
