@@ -218,7 +218,7 @@ class Word:
             word |= ((value >> shift) & mask) << bit if mask else _insert(value >> shift, pieces)
         return word
 
-    def fields_of(self, **values: int) -> dict[str, int]:
+    def fields_of(self, values: dict[str, int]) -> dict[str, int]:
         """What ``decode(encode(**values))`` gives, without the round trip: every field (unnamed
         ones zero), each checked as ``encode`` and ``decode`` check it (a failure raises their
         error)."""

@@ -398,7 +398,7 @@ def make_instr(spec: Spec, loc: Location, words: tuple = (), ints: tuple = ()) -
                            f"{len(words) + len(ints)}")
     fields = {}
     for word, values in zip(spec.words, words):
-        fields.update(word.fields_of(**values))
+        fields.update(word.fields_of(values))
     fields.update(zip(spec.ints, ints))
     instr = Instr(spec, fields, loc, (loc,) * spec.arity)
     check_instr(instr)

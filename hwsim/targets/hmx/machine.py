@@ -202,7 +202,7 @@ class HmxMachine(Machine):
         self.hmx_port, self.hvx_port = b.port("vtcm.hmx"), b.port("vtcm.hvx")
         issue = Issue(self.state.primary)
         effects: dict = {}
-        rows = Rows(b, len(self._blocks))
+        rows = Rows(b, self.spaces["vtcm"].base, len(self._blocks))
         emit = Emit(0, None, issue, effects if actions else None)
         for index, step in enumerate(program):
             emit.index, emit.step = index, self.plan(step)

@@ -31,8 +31,8 @@ class Rows:
     writes), a VTCM block range's through a per-block table rather than one call per block. Ops
     that go through ``OpBuilder.add`` (the DMA's) come after a ``flush``."""
 
-    def __init__(self, b: OpBuilder, blocks: int):
-        self.b = b
+    def __init__(self, b: OpBuilder, base: int, blocks: int):
+        self.b, self.base = b, base
         self.resource = b.resource
         self._block_ids = [-1] * blocks      # VTCM block -> resource id (-1: not yet)
         self._waited_key, self._waited = None, []
@@ -55,8 +55,15 @@ class Rows:
             self._waited_key, self._waited = key, self.ids(issue.waited())
         return self._waited
 
+    def vtcm(self, spans) -> list:
+        """The resource ids of the VTCM blocks of each (address, bytes) span, in order."""
+        base = self.base
+        return self.blocks([((a - base) // CROUTON_BYTES, (a + n - 1 - base) // CROUTON_BYTES)
+                            for a, n in spans])
+
     def blocks(self, ranges) -> list:
-        """The resource ids of the VTCM blocks ``first..last`` of each range, in order."""
+        """The resource ids of the VTCM blocks ``first..last`` of each range (indices from
+        the VTCM's base), in order."""
         ids, out = self._block_ids, []
         for first, last in ranges:
             part = ids[first:last + 1]
@@ -215,7 +222,7 @@ def _write_convert(m, rows: Rows, e: Emit) -> None:
         data = datapath.write_convert(state)
         return lambda: vtcm.store(addr, data)
     op = rows.add("cvt", m.cycles("cvt_write_cycles"), rows.ids(("cvt",)) + rows.waited(e.issue),
-                  rows.blocks((m.block_range(addr, CROUTON_BYTES),)), e.index,
+                  rows.vtcm(((addr, CROUTON_BYTES),)), e.index,
                   f"write cvt -> {addr:#x}", (m.hmx_port, CROUTON_BYTES))
     e.act(op, action if m.numerics else None)
 
@@ -234,12 +241,12 @@ def _bias(m, rows: Rows, e: Emit) -> None:
 
     label = f"bias {'load' if load else 'store'} {addr:#x} [{index}]"
     if load:  # resources interned in the order of reads, then writes
-        reads = rows.blocks((m.block_range(addr, BIAS_SET_BYTES),))
+        reads = rows.vtcm(((addr, BIAS_SET_BYTES),))
         reads += rows.waited(e.issue)
         writes = rows.ids((("bias", index),))
     else:
         reads = rows.ids((("bias", index),)) + rows.waited(e.issue)
-        writes = rows.blocks((m.block_range(addr, BIAS_SET_BYTES),))
+        writes = rows.vtcm(((addr, BIAS_SET_BYTES),))
     op = rows.add("cvt", m.cycles("bias_cycles"), reads, writes, e.index, label,
                   (m.hmx_port, BIAS_SET_BYTES))
     e.act(op, action if m.numerics else None)
@@ -260,9 +267,8 @@ def _usr(m, rows: Rows, e: Emit) -> None:
 
 def _hvx(m, rows: Rows, e: Emit) -> None:
     plan, vtcm = e.step.plan, m.spaces["vtcm"]
-    reads = rows.blocks([m.block_range(a, n) for a, n in plan.reads])
-    reads += rows.waited(e.issue)
-    writes = rows.blocks([m.block_range(a, n) for a, n in plan.writes])
+    reads = rows.vtcm(plan.reads) + rows.waited(e.issue)
+    writes = rows.vtcm(plan.writes)
     op = rows.add("hvx", m.cycles(plan.cost, plan.vectors), reads, writes, e.index,
                   f"{e.step.item.spec.name} {plan.vectors}v", (m.hvx_port, plan.moved))
     e.act(op, (lambda: plan.run(vtcm)) if m.numerics else None)
