@@ -112,7 +112,7 @@ class HmxMachine(Machine):
 
     def _in_vtcm(self, item, addr: int, nbytes: int, arg: int, what: str = "") -> None:
         vtcm = self.spaces["vtcm"]
-        if vtcm.base <= addr and 0 <= nbytes and addr + nbytes <= vtcm.base + vtcm.size:
+        if vtcm.base <= addr and 0 <= nbytes and addr + nbytes <= vtcm.end:
             return
         try:
             vtcm.offset(addr, nbytes)
