@@ -152,12 +152,13 @@ class HmxProgram:
 
     def act_single(self, addr: int, mask: int, stop: int, dy_bytes: int, y: int) -> None:
         key = ("act_single", addr, mask, stop, dy_bytes, y)
-        if key not in self._made:
-            self._emit_once(key, "Q6_activation_hf_mxmem_RR_single", (
-                {"address": addr, "offset": spatial_offset(y, mask), "channel_start": 0},
-                {"dy": dy_bytes, "spatial_mask": mask, "channel_stop": stop}))
-        else:
-            self._add(self._made[key])
+        instr = self._made.get(key)
+        if instr is not None:  # the spatial offset is worked out once per instruction
+            self._add(instr)
+            return
+        self._emit_once(key, "Q6_activation_hf_mxmem_RR_single", (
+            {"address": addr, "offset": spatial_offset(y, mask), "channel_start": 0},
+            {"dy": dy_bytes, "spatial_mask": mask, "channel_stop": stop}))
 
     def wgt(self, addr: int, vectors: int, deep: bool = False) -> None:
         self._emit_once(("wgt", addr, vectors, deep),
