@@ -66,3 +66,28 @@ def test_decode_encode_round_trip(word):
         assert word & 1
         return
     assert ACT_RT.encode(**values) == word
+
+
+@given(st.integers(0, (1 << 32) - 1))
+def test_fields_of_is_decode_of_encode(word):
+    # fields_of gives what encoding and decoding give, and fails where either fails
+    try:
+        values = ACT_RT.decode(word)
+    except EncodingError:
+        return
+    assert ACT_RT.fields_of(values) == values
+    partial = {k: v for k, v in values.items() if v}
+    assert ACT_RT.fields_of(partial) == ACT_RT.decode(ACT_RT.encode(**partial))
+
+
+def test_fields_of_raises_the_codec_errors():
+    with pytest.raises(EncodingError, match="dy"):
+        ACT_RT.fields_of({"dy": 100})                # not a multiple of 2048
+    with pytest.raises(EncodingError, match="channel_stop"):
+        ACT_RT.fields_of({"channel_stop": 32})       # 5 bits
+    with pytest.raises(EncodingError, match="nope"):
+        ACT_RT.fields_of({"nope": 1})
+    w = Word("w", [Field("n", "3:0", allowed=lambda v: v % 2 == 1, expect="an odd number")],
+             width=4)
+    with pytest.raises(EncodingError, match="expected an odd number"):
+        w.fields_of({})                              # the unnamed field's zero, as decode

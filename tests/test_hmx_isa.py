@@ -137,3 +137,38 @@ def test_spatial_split():
     assert hmx.spatial_split(0b10100, 0b11100) == (0, 5)
     assert hmx.spatial_split(31, 0b00000) == (31, 0)
     assert hmx.spatial_split(0b10110, 0b10101) == (0b01, 0b110)  # Y bits 0, 2, 4; X bits 1, 3
+
+
+def test_made_instructions_are_what_parsing_their_text_gives():
+    from hwsim.schedule.hmx.program import HmxProgram
+    p = HmxProgram()
+    p.usr(infnan_propagate=1)
+    p.act(0x800, 0b11100, 31)
+    p.wgt(0x10000, 16)
+    p.act(0x800, 0b11000, 15, count=3)
+    p.wgt(0x10000, 40, deep=True)
+    p.act_single(0x1000, 0b11100, 23, -4096, 5)
+    p.wgt(0x10080, 12)
+    p.bias_load(0x2100, 3)
+    p.convert(2)
+    p.write(0x3000, 0b00111)
+    p.hvx("copy", 0x4000, 0x5000, 64, 3, 128, -64)
+    p.dma_in(0x6000, 0x8000_0000, 256)
+    parsed = hmx.parse_program([(line, Location("t", i + 1, 1))
+                                for i, line in enumerate(p.text().splitlines()[1:])])
+
+    def fields(item):
+        return (item.act.fields, item.wgt.fields) if isinstance(item, hmx.Multiply) else \
+            item.fields
+    assert [fields(i) for i in p.items] == [fields(i) for i in parsed]
+    assert [i.kind for i in p.items] == [i.kind for i in parsed]
+
+
+def test_make_instr_errors():
+    spec = hmx.SPECS["Q6_activation_hf_mxmem_RR"]
+    with pytest.raises(ProgramError, match="takes 2 arguments, found 1"):
+        hmx.make_instr(spec, LOC, ({"address": 0},))
+    with pytest.raises(EncodingError, match="channel_stop"):
+        hmx.make_instr(spec, LOC, ({"address": 0}, {"channel_stop": 8}))   # not 7 mod 8
+    with pytest.raises(ProgramError, match=r"channel_start 16 is above channel_stop 7"):
+        hmx.make_instr(spec, LOC, ({"address": 0, "channel_start": 16}, {"channel_stop": 7}))

@@ -218,6 +218,21 @@ class Word:
             word |= ((value >> shift) & mask) << bit if mask else _insert(value >> shift, pieces)
         return word
 
+    def fields_of(self, values: dict[str, int]) -> dict[str, int]:
+        """What ``decode(encode(**values))`` gives, without the round trip: every field (unnamed
+        ones zero), each checked as ``encode`` and ``decode`` check it (a failure raises their
+        error)."""
+        if not values.keys() <= self.fields.keys():
+            self.encode(**values)  # raises the unknown field's error
+        out = {}
+        for name, lo, hi, align, _, _, _, _, _ in self._encoders:
+            value = int(values.get(name, 0))
+            if not lo <= value <= hi or value & align:
+                self.encode(**values)  # raises the field's error
+            out[name] = value
+        self.validate(out)
+        return out
+
     def decode_array(self, words) -> dict[str, np.ndarray]:
         """Field values of an array of words (uint64-sized or narrower), without checks: the
         vectorised decode for register files loaded as raw words."""

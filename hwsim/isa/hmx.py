@@ -389,6 +389,22 @@ def decode_line(spec: Spec, args: list[tuple[int, Location]], loc: Location) -> 
     return instr
 
 
+def make_instr(spec: Spec, loc: Location, words: tuple = (), ints: tuple = ()) -> Instr:
+    """The instruction whose register words encode the field values ``words`` (a dict per
+    word) and whose plain arguments are ``ints``: what ``decode_line`` gives for the encoded
+    words, checked the same way but without encoding and decoding them (``Word.fields_of``)."""
+    if len(words) != len(spec.words) or len(ints) != len(spec.ints):
+        raise ProgramError(f"{loc}: {spec.name} takes {spec.arity} arguments, found "
+                           f"{len(words) + len(ints)}")
+    fields = {}
+    for word, values in zip(spec.words, words):
+        fields.update(word.fields_of(values))
+    fields.update(zip(spec.ints, ints))
+    instr = Instr(spec, fields, loc, (loc,) * spec.arity)
+    check_instr(instr)
+    return instr
+
+
 def spatial_split(value: int, mask: int) -> tuple[int, int]:
     """(x, y) of a 5-bit spatial value under a spatial mask: mask bits set select Y (2.2.1)."""
     x = y = nx = ny = 0

@@ -13,6 +13,8 @@ FP32 accumulation (``compute_types``).
 
 from __future__ import annotations
 
+import numpy as np
+
 from hwsim.errors import ScheduleError
 from hwsim.isa.hmx import format_item
 from hwsim.schedule.hmx.dequantise import dequantise
@@ -77,11 +79,10 @@ class HmxLowering(Lowering):
         p = planned.program
         steps = _steps(machine, p.items)
         layer_of = [max(layer, 0) for layer in p.layer_of]
-        writers: dict[int, list] = {}  # layer index (-1: the graph inputs) -> instructions
+        writers = _writers(p.layer_of)
         units: dict[int, set] = {}
-        for index, (step, layer, owner) in enumerate(zip(steps, p.layer_of, layer_of)):
-            writers.setdefault(layer, []).append(index)
-            units.setdefault(owner, set()).add(step.item.kind)
+        for owner, kind in set(zip(layer_of, [step.item.kind for step in steps])):
+            units.setdefault(owner, set()).add(kind)
         return Lowered(
             program=steps, layer_of=layer_of,
             image=[(im.space, im.addr, im.data.reshape(-1).view("u1")) for im in p.images],
@@ -114,6 +115,14 @@ def _steps(machine, items: list) -> list[CheckedItem]:
             step = planned[id(item)] = machine.plan(item)
         steps.append(step)
     return steps
+
+
+def _writers(layer_of: list) -> dict[int, list]:
+    """Layer index (-1: the graph inputs) -> the indices of its instructions."""
+    layers = np.asarray(layer_of, np.int64)
+    order = np.argsort(layers, kind="stable")
+    keys, first = np.unique(layers[order], return_index=True)
+    return {int(k): part.tolist() for k, part in zip(keys, np.split(order, first[1:]))}
 
 
 def _checkpoints(graph, layers, planned, writers) -> dict:

@@ -223,22 +223,23 @@ def _gather(program: HmxProgram, vtcm: Arena, plan: ConvPlan, p: int, x: int) ->
     copied: padding and unused channel slots)."""
     c = plan.conv
     (sy, sx), (dy, dx), (top, _, left, _) = c.stride, c.dilation, c.pad
-    rows, ke = plan.phase_rows(p), plan.ke
-    e = vtcm.alloc(rows * c.w_out * ke * 2, "expanded tensor", VECTOR_BYTES)
+    rows, ke, w_out = plan.phase_rows(p), plan.ke, c.w_out
+    e = vtcm.alloc(rows * w_out * ke * 2, "expanded tensor", VECTOR_BYTES)
+    # each block's valid output columns: the same in every row
+    columns = [(b, *_valid(w_out, sx, b.kx * dx - left, c.w)) for b in plan.blocks]
     copies, covered = [], 0
     for r in range(rows):
-        for b in plan.blocks:
+        for b, x_lo, x_hi in columns:
             y_in = (r * sy + b.ky * dy if plan.fold_y else r * sy + p) - top
-            x_lo, x_hi = _valid(c.w_out, sx, b.kx * dx - left, c.w)
             if not 0 <= y_in < c.h or x_lo > x_hi:
                 continue
             x_in = x_lo * sx + b.kx * dx - left
-            copies.append((e + ((r * c.w_out + x_lo) * ke + b.offset) * 2,
+            copies.append((e + ((r * w_out + x_lo) * ke + b.offset) * 2,
                            x + ((y_in * c.w + x_in) * c.c + b.c0) * 2, b.count * 2,
                            x_hi - x_lo + 1, ke * 2, sx * c.c * 2))
             covered += b.count * (x_hi - x_lo + 1)
-    if covered < rows * c.w_out * ke:
-        program.hvx("fill", e, rows * c.w_out * ke, 0)
+    if covered < rows * w_out * ke:
+        program.hvx("fill", e, rows * w_out * ke, 0)
     for args in copies:
         program.hvx("copy", *args)
     return e

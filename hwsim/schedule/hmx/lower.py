@@ -115,6 +115,7 @@ class Planner:
         self.stream = WeightStream(self.ddr, self.vtcm)
         self.where: dict[str, int] = {}
         self.prepared: dict[int, list] = {}
+        self.epilogues: dict[int, Epilogue] = {}  # HMX layer index -> what follows its products
         self.chunk_layer: list[int] = []  # the layer each streamed constant chunk belongs to
         self.start: list[str] = []
         self.finish: list[str] = []
@@ -238,7 +239,7 @@ class Planner:
             VECTOR[op.op](self, op, out)
 
     def _prepare(self, layer) -> None:
-        ep = epilogue(layer.ops)
+        ep = self.epilogues[layer.index] = epilogue(layer.ops)
         first = len(self.stream.chunks)
         for conv, weight, bias in _hmx_convs(layer.ops[0]):
             relu = ep.low == 0 and L.fits_fp16(bias)
@@ -253,7 +254,7 @@ class Planner:
         prepared = self.prepared[layer.index]
         step_in = math.prod(op.inputs[0].shape[1:]) * 2
         step_out = layer.output.size // op.inputs[0].shape[0] * 2
-        ep = epilogue(layer.ops)
+        ep = self.epilogues[layer.index]
         low = -math.inf if prepared[0].plan.conv.relu else ep.low
         capped = low > -FP16_MAX or ep.high < FP16_MAX
         leaves = layer.output in self.graph.outputs and not capped

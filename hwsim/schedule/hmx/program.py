@@ -1,10 +1,10 @@
 """An HMX program as it is built: instructions, the memory images it needs, VTCM allocation.
 
 ``HmxProgram`` collects the instructions of a trace for the HMX machine (``hwsim/isa/hmx.py``
-syntax) as the items parsing that trace gives: the HMX register words are encoded with the
-ISA's own field tables (``ACT_RS.encode(...)``), so a lowering never writes shift-and-mask code,
-and decoded and checked as the parser does (``decode_line``, once per distinct instruction),
-without writing and tokenising text. HVX and DMA instructions are plain calls. The program also
+syntax) as the items parsing that trace gives: the fields of the HMX register words are checked
+with the ISA's own field tables as encoding and decoding them would (``make_instr``, once per
+distinct instruction), so a lowering never writes shift-and-mask code, without writing and
+tokenising text. HVX and DMA instructions are plain calls. The program also
 holds the images to place in memory before it runs (constants and inputs in DDR) and where its
 results are; ``text()`` is the trace, ``run(machine)`` places the images and runs that text.
 
@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwsim.errors import Location, ScheduleError
-from hwsim.isa.hmx import (ACT_DEEP_RT, ACT_RS, ACT_RT, ACT_SINGLE_RS, ACT_SINGLE_RT, BIAS_RS,
-                           CROUTON_BYTES, CVT_RS, SPECS, USR, VECTOR_BYTES, WGT_RS, WGT_RT, WR_RS,
-                           WR_RT, Instr, Multiply, Spec, decode_line, format_item)
+from hwsim.isa.hmx import (CROUTON_BYTES, SPECS, USR, VECTOR_BYTES, Instr, Multiply, Spec,
+                           format_item, make_instr)
 from hwsim.targets.hmx.layouts import check_mask
 
 SPATIALS = 32
@@ -87,18 +86,17 @@ class HmxProgram:
     _multiplies: dict = field(default_factory=dict)  # (activation, weight) ids -> Multiply
 
     def emit(self, name: str, *args: int, comment: str = "") -> None:
-        """Add the instruction ``name(args...)`` (register words, then plain integers), decoded
-        and checked as the machine's parser does."""
-        self._emit_once((name, args), lambda: (name,) + args, comment)
+        """Add the instruction ``name(args...)`` with plain integer arguments (HVX, DMA)."""
+        self._emit_once((name, args), name, (), args, comment)
 
-    def _emit_once(self, key: tuple, call, comment: str = "") -> None:
-        """Add the instruction ``call()`` gives (its name and arguments), made and checked once
-        per distinct ``key`` (what determines it) in the program."""
+    def _emit_once(self, key: tuple, name: str, words: tuple = (), ints: tuple = (),
+                   comment: str = "") -> None:
+        """Add instruction ``name`` with these register word fields (``make_instr``) and plain
+        arguments, made and checked once per distinct ``key`` (what determines it)."""
         instr = self._made.get(key)
         if instr is None:
             loc = Location("<hmx program>", self.lines + 1, 1)
-            name, *args = call()
-            instr = self._made[key] = decode_line(SPECS[name], [(a, loc) for a in args], loc)
+            instr = self._made[key] = make_instr(SPECS[name], loc, words, ints)
         self._add(instr, comment)
 
     def _add(self, instr: Instr, comment: str = "") -> None:
@@ -143,38 +141,42 @@ class HmxProgram:
     def act(self, addr: int, mask: int, stop: int, count: int = 1) -> None:
         """A plain (``count`` 1) or deep activation of ``count`` croutons, channels 0..stop of
         the last one."""
-        def call():
-            rs = ACT_RS.encode(address=addr, channel_start=0)
-            if count == 1:
-                return ("Q6_activation_hf_mxmem_RR", rs,
-                        ACT_RT.encode(spatial_mask=mask, channel_stop=stop))
-            return ("Q6_activation_hf_mxmem_RR_deep", rs,
-                    ACT_DEEP_RT.encode(dc=count - 1, spatial_mask=mask, channel_stop=stop))
-        self._emit_once(("act", addr, mask, stop, count), call)
+        rs = {"address": addr, "channel_start": 0}
+        if count == 1:
+            self._emit_once(("act", addr, mask, stop), "Q6_activation_hf_mxmem_RR",
+                            (rs, {"spatial_mask": mask, "channel_stop": stop}))
+        else:
+            self._emit_once(("act_deep", addr, mask, stop, count),
+                            "Q6_activation_hf_mxmem_RR_deep",
+                            (rs, {"dc": count - 1, "spatial_mask": mask, "channel_stop": stop}))
 
     def act_single(self, addr: int, mask: int, stop: int, dy_bytes: int, y: int) -> None:
-        self._emit_once(("act_single", addr, mask, stop, dy_bytes, y), lambda: (
-            "Q6_activation_hf_mxmem_RR_single",
-            ACT_SINGLE_RS.encode(address=addr, offset=spatial_offset(y, mask), channel_start=0),
-            ACT_SINGLE_RT.encode(dy=dy_bytes, spatial_mask=mask, channel_stop=stop)))
+        key = ("act_single", addr, mask, stop, dy_bytes, y)
+        instr = self._made.get(key)
+        if instr is not None:  # the spatial offset is worked out once per instruction
+            self._add(instr)
+            return
+        self._emit_once(key, "Q6_activation_hf_mxmem_RR_single", (
+            {"address": addr, "offset": spatial_offset(y, mask), "channel_start": 0},
+            {"dy": dy_bytes, "spatial_mask": mask, "channel_stop": stop}))
 
     def wgt(self, addr: int, vectors: int, deep: bool = False) -> None:
-        self._emit_once(("wgt", addr, vectors, deep), lambda: (
-            f"Q6_weight_hf_mxmem_RR{'_deep' if deep else ''}", WGT_RS.encode(address=addr),
-            WGT_RT.encode(dw=(vectors - 1) * VECTOR_BYTES)))
+        self._emit_once(("wgt", addr, vectors, deep),
+                        "Q6_weight_hf_mxmem_RR_deep" if deep else "Q6_weight_hf_mxmem_RR",
+                        ({"address": addr}, {"dw": (vectors - 1) * VECTOR_BYTES}))
 
     def bias_load(self, addr: int, index: int) -> None:
-        self._emit_once(("bias_load", addr, index), lambda: (
-            "Q6_bias_mxmem2_A", BIAS_RS.encode(address=addr, index=index)))
+        self._emit_once(("bias_load", addr, index), "Q6_bias_mxmem2_A",
+                        ({"address": addr, "index": index},))
 
     def convert(self, bias_sel: int) -> None:
         """Convert the primary accumulator with bias set ``bias_sel``, clear it and swap."""
-        self._emit_once(("convert", bias_sel), lambda: (
-            "Q6_cvt_hf_acc_R", CVT_RS.encode(bias_sel=bias_sel, acc=0)))
+        self._emit_once(("convert", bias_sel), "Q6_cvt_hf_acc_R",
+                        ({"bias_sel": bias_sel, "acc": 0},))
 
     def write(self, addr: int, mask: int) -> None:
-        self._emit_once(("write", addr, mask), lambda: (
-            "Q6_mxmem_cvt_RR", WR_RS.encode(address=addr), WR_RT.encode(spatial_mask=mask)))
+        self._emit_once(("write", addr, mask), "Q6_mxmem_cvt_RR",
+                        ({"address": addr}, {"spatial_mask": mask}))
 
     # -- HVX and DMA ---------------------------------------------------------------------------
     def hvx(self, name: str, *args: int, comment: str = "") -> None:

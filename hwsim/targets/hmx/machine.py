@@ -42,7 +42,7 @@ from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.targets.base import Machine
 from hwsim.targets.hmx import datapath, hvx, layouts, numerics
 from hwsim.targets.hmx.params import PARAMS
-from hwsim.targets.hmx.semantics import BUILDERS, Emit, Issue
+from hwsim.targets.hmx.semantics import BUILDERS, Emit, Issue, Rows
 from hwsim.targets.hmx.state import CELLS, HmxState
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
@@ -60,7 +60,7 @@ class MpyPlan:
     deep_weights: bool
     negate: int
     operands: tuple = ()  # the VTCM offsets as ``datapath.multiply_vtcm`` takes them
-    blocks: tuple = ()  # the 2 KB VTCM blocks it reads (``HmxMachine.blocks``)
+    blocks: tuple = ()  # the 2 KB VTCM blocks it reads: (first, last) ranges of block indices
 
 
 @dataclass
@@ -104,62 +104,68 @@ class HmxMachine(Machine):
             check_instr(item.act)
             return CheckedItem(item, self._plan_multiply(item))
         check_instr(item)
-        kind, f = item.kind, item.fields
-        if kind not in BUILDERS:
+        planner = _PLANNERS.get(item.spec.kind)
+        if planner is None:
             raise item.error("an activation and its weight form one multiply: pair them with "
                              "hwsim.isa.hmx.Multiply (parse_program does)")
-        if kind in ("bias_load", "bias_store"):
-            self._in_vtcm(item, f["address"], BIAS_SET_BYTES, 0)
-        elif kind == "cvt_write":
-            self._in_vtcm(item, f["address"], CROUTON_BYTES, 0)
-        elif kind == "hvx":
-            hvx.check(item)
-            plan = hvx.PLANS[item.spec.name](f)
-            for addr, nbytes in plan.reads + plan.writes:
-                self._in_vtcm(item, addr, nbytes, 0)
-            return CheckedItem(item, plan)
-        elif kind == "dma":
-            return CheckedItem(item, self._plan_dma(item))
-        elif kind == "usr":
-            return CheckedItem(item, USR.encode(**f))
-        return CheckedItem(item)
+        return CheckedItem(item, planner(self, item))
 
     def _in_vtcm(self, item, addr: int, nbytes: int, arg: int, what: str = "") -> None:
+        vtcm = self.spaces["vtcm"]
+        if vtcm.base <= addr and 0 <= nbytes and addr + nbytes <= vtcm.end:
+            return
         try:
-            self.spaces["vtcm"].offset(addr, nbytes)
+            vtcm.offset(addr, nbytes)
         except HwsimError as exc:
             raise item.error(f"{what}{exc}", arg) from None
+
+    def _plan_bias(self, item: Instr) -> None:
+        self._in_vtcm(item, item.fields["address"], BIAS_SET_BYTES, 0)
+
+    def _plan_write(self, item: Instr) -> None:
+        self._in_vtcm(item, item.fields["address"], CROUTON_BYTES, 0)
+
+    def _plan_hvx(self, item: Instr) -> hvx.HvxPlan:
+        hvx.check(item)
+        plan = hvx.PLANS[item.spec.name](item.fields)
+        for addr, nbytes in plan.reads:
+            self._in_vtcm(item, addr, nbytes, 0)
+        for addr, nbytes in plan.writes:
+            self._in_vtcm(item, addr, nbytes, 0)
+        return plan
 
     def _plan_multiply(self, item: Multiply) -> MpyPlan:
         act, wgt = item.act.fields, item.wgt.fields
         addr, start, stop = act["address"], act["channel_start"], act["channel_stop"]
-        rows = None
-        if item.act.kind == "act_deep":
+        kind, rows = item.act.kind, None
+        if kind == "act_deep":
             last = act["dc"]
             croutons = [(addr + i * CROUTON_BYTES, start if i == 0 else 0,
                          stop if i == last else 31) for i in range(last + 1)]
-        elif item.act.kind == "act_single":
+            channels = 32 * last + stop + 1 - start
+        elif kind == "act_single":
             croutons = [(addr, start, stop), (addr + act["dy"], start, stop)]
             # a writeable copy: the multiply kernel is compiled for writeable arrays
             rows = single_rows(act["offset"], act["spatial_mask"]).copy()
+            channels = stop + 1 - start
         else:
             croutons = [(addr, start, stop)]
+            channels = stop + 1 - start
         vtcm = self.spaces["vtcm"]
         if rows is not None or not vtcm.base <= addr <= vtcm.end - len(croutons) * CROUTON_BYTES:
             for i, (a, _, _) in enumerate(croutons):  # the error names the crouton outside
                 self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
-        channels = sum(hi - lo + 1 for _, lo, hi in croutons[:1 if rows is not None else None])
         deep = item.wgt.kind == "wgt_deep"
-        given = wgt["dw"] // VECTOR_BYTES + 1
-        self._in_vtcm(item.wgt, wgt["address"], given * VECTOR_BYTES, 1, "weight range: ")
+        wgt_addr, given = wgt["address"], wgt["dw"] // VECTOR_BYTES + 1
+        self._in_vtcm(item.wgt, wgt_addr, given * VECTOR_BYTES, 1, "weight range: ")
         # a deep activation's croutons follow each other: one range
         spans = [(addr, len(croutons) * CROUTON_BYTES)] if rows is None else \
             [(a, CROUTON_BYTES) for a, _, _ in croutons]
-        blocks = self.range_blocks(spans + [(wgt["address"], given * VECTOR_BYTES)])
-        return MpyPlan(croutons, rows, channels, wgt["address"], given,
+        spans.append((wgt_addr, given * VECTOR_BYTES))
+        return MpyPlan(croutons, rows, channels, wgt_addr, given,
                        channels // 2 * (2 if deep else 1), deep, wgt["negate"],
-                       datapath.operands(croutons, rows, wgt["address"], vtcm.base),
-                       blocks)
+                       datapath.operands(croutons, rows, wgt_addr, vtcm.base),
+                       tuple(self.block_range(a, n) for a, n in spans))
 
     def _plan_dma(self, item: Instr) -> Copy:
         f = item.fields
@@ -193,12 +199,15 @@ class HmxMachine(Machine):
         self.numerics = numerics
         self.dma = Dma("dma", {"vtcm": b.port("vtcm.dma"), "ddr": b.port("ddr")},
                        t.dma_setup_cycles)
+        self.hmx_port, self.hvx_port = b.port("vtcm.hmx"), b.port("vtcm.hvx")
         issue = Issue(self.state.primary)
         effects: dict = {}
+        rows = Rows(b, self.spaces["vtcm"].base, len(self._blocks))
+        emit = Emit(0, None, issue, effects if actions else None)
         for index, step in enumerate(program):
-            step = self.plan(step)
-            BUILDERS[step.item.kind](self, b, Emit(index, step, issue, effects if actions
-                                                   else None))
+            emit.index, emit.step = index, self.plan(step)
+            BUILDERS[emit.step.item.kind](self, rows, emit)
+        rows.flush()
         return b.table(), effects
 
     def peak_macs_per_cycle(self) -> float:
@@ -210,11 +219,10 @@ class HmxMachine(Machine):
         last = (addr + nbytes - 1 - self.spaces["vtcm"].base) // CROUTON_BYTES
         return self._blocks[first:last + 1]
 
-    def range_blocks(self, ranges: list) -> tuple:
-        """The blocks of (address, bytes) ranges, one range's after the other's."""
-        if len(ranges) == 1:
-            return self.blocks(*ranges[0])
-        return sum((self.blocks(a, n) for a, n in ranges), ())
+    def block_range(self, addr: int, nbytes: int) -> tuple[int, int]:
+        """The first and last 2 KB VTCM block of a range, as indices (``blocks``)."""
+        base = self.spaces["vtcm"].base
+        return (addr - base) // CROUTON_BYTES, (addr + nbytes - 1 - base) // CROUTON_BYTES
 
     def cycles(self, name: str, count: float = 1.0) -> int:
         """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
@@ -225,6 +233,15 @@ class HmxMachine(Machine):
 
 
 DMA_QUEUE = 16   # assumption: descriptors the DMA engine buffers ahead of the thread
+
+# what checking an instruction of each kind (but the multiply's) derives: its plan
+_PLANNERS = {
+    "bias_load": HmxMachine._plan_bias, "bias_store": HmxMachine._plan_bias,
+    "cvt_write": HmxMachine._plan_write, "hvx": HmxMachine._plan_hvx,
+    "dma": HmxMachine._plan_dma, "usr": lambda m, item: USR.encode(**item.fields),
+    "cvt": lambda m, item: None, "clracc": lambda m, item: None,
+    "dma_wait": lambda m, item: None, "dma_fence": lambda m, item: None,
+}
 
 
 @lru_cache(maxsize=None)

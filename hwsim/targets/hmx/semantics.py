@@ -8,8 +8,8 @@ accumulators; too few weights read as zeros, too many cost flush cycles), bias l
 their index, the convert with bias select, rnd, ovf, feedback and retain vs clear-and-swap, the
 write of the convert state with its spatial mask, clear accumulators and USR writes; HVX
 operations (``hvx.py``) and DMA between DDR and VTCM. A builder takes the machine
-(``machine.HmxMachine``: its state, memories and costs), the op table being built and the
-instruction (``Emit``).
+(``machine.HmxMachine``: its state, memories and costs), the op rows being built (``Rows``)
+and the instruction (``Emit``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,102 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
 from hwsim.targets.hmx import datapath, layouts, numerics
 from hwsim.targets.hmx.state import CELLS
-from hwsim.timing.optable import OpBuilder
+from hwsim.timing.optable import DEP_READ, DEP_WRITE, Chunk, OpBuilder
+
+
+class Rows:
+    """The ops of a program as columns (an ``OpBuilder`` chunk), so that an op costs a few list
+    appends: its resources are interned by the builder in the order ``add`` would (reads, then
+    writes), a VTCM block range's through a per-block table rather than one call per block. Ops
+    that go through ``OpBuilder.add`` (the DMA's) come after a ``flush``."""
+
+    def __init__(self, b: OpBuilder, base: int, blocks: int):
+        self.b, self.base = b, base
+        self.resource = b.resource
+        self._block_ids = [-1] * blocks      # VTCM block -> resource id (-1: not yet)
+        self._waited_key, self._waited = None, []
+        self._columns()
+
+    def _columns(self) -> None:
+        self.unit, self.cycles, self.macs, self.tag, self.label = [], [], [], [], []
+        self.reads, self.writes, self.dep_res = [], [], []
+        self.xfer_count, self.xfer_port, self.xfer_bytes = [], [], []
+
+    def ids(self, keys) -> list:
+        resource = self.resource
+        return [resource(k) for k in keys]
+
+    def waited(self, issue) -> list:
+        """The ids of ``issue.waited()`` (the same list until the fence or the wait changes:
+        callers do not change it)."""
+        key = (issue.fence, issue.sync)
+        if key != self._waited_key:
+            self._waited_key, self._waited = key, self.ids(issue.waited())
+        return self._waited
+
+    def vtcm(self, spans) -> list:
+        """The resource ids of the VTCM blocks of each (address, bytes) span, in order."""
+        base = self.base
+        return self.blocks([((a - base) // CROUTON_BYTES, (a + n - 1 - base) // CROUTON_BYTES)
+                            for a, n in spans])
+
+    def blocks(self, ranges) -> list:
+        """The resource ids of the VTCM blocks ``first..last`` of each range (indices from
+        the VTCM's base), in order."""
+        ids, out = self._block_ids, []
+        for first, last in ranges:
+            part = ids[first:last + 1]
+            if -1 in part:
+                for j in range(first, last + 1):
+                    if ids[j] < 0:
+                        ids[j] = self.resource(("vtcm", j))
+                part = ids[first:last + 1]
+            out += part
+        return out
+
+    def add(self, unit: str, cycles: int, reads: list, writes: list, tag: int, label: str,
+            transfer: tuple | None = None, macs: int = 0) -> int:
+        """Append an op reading and writing these resource ids, moving ``transfer`` (port,
+        bytes); returns its index."""
+        op = self.b.count + len(self.unit)
+        self.unit.append(self.b.unit_index[unit])
+        self.cycles.append(cycles)
+        self.macs.append(macs)
+        self.tag.append(tag)
+        self.label.append(self.b.label(label))
+        self.reads.append(len(reads))
+        self.writes.append(len(writes))
+        self.dep_res += reads
+        self.dep_res += writes
+        if transfer is None:
+            self.xfer_count.append(0)
+        else:
+            self.xfer_count.append(1)
+            self.xfer_port.append(transfer[0])
+            self.xfer_bytes.append(transfer[1])
+        return op
+
+    def flush(self) -> None:
+        """Hand the ops so far to the builder (before it appends ops of its own)."""
+        if self.unit:
+            counts = np.array([self.reads, self.writes], np.int64)
+            modes = np.repeat(np.tile(np.array([DEP_READ, DEP_WRITE], np.int8), len(self.unit)),
+                              counts.T.reshape(-1))
+            self.b.extend(Chunk(
+                np.asarray(self.unit, np.int32), np.asarray(self.cycles, np.int64),
+                macs=np.asarray(self.macs, np.int64), tag=np.asarray(self.tag, np.int64),
+                label=np.asarray(self.label, np.int32),
+                dep_count=counts.sum(axis=0), dep_res=np.asarray(self.dep_res, np.int32),
+                dep_mode=modes,
+                xfer_count=np.asarray(self.xfer_count, np.int64),
+                xfer_port=np.asarray(self.xfer_port, np.int32),
+                xfer_bytes=np.asarray(self.xfer_bytes, np.int64)))
+            self._columns()
 
 
 class Issue:
@@ -43,7 +135,8 @@ class Issue:
 @dataclass
 class Emit:
     """One instruction being turned into its op: its index (the op's tag), the checked step,
-    the issue state, and where its action goes (None: no actions wanted)."""
+    the issue state, and where its action goes (None: no actions wanted). The machine reuses
+    one for every instruction: a builder reads it and does not keep it (in an action)."""
 
     index: int
     step: Any               # machine.CheckedItem
@@ -62,7 +155,7 @@ _ACCS = {(0,): (("acc", 0),), (1,): (("acc", 1),), (0, 1): (("acc", 0), ("acc", 
          (1, 0): (("acc", 1), ("acc", 0))}  # the accumulator resources of the targets
 
 
-def _multiply(m, b: OpBuilder, e: Emit) -> None:
+def _multiply(m, rows: Rows, e: Emit) -> None:
     plan, state, vtcm, issue = e.step.plan, m.state, m.spaces["vtcm"], e.issue
     targets = (issue.primary, 1 - issue.primary) if plan.deep_weights else (issue.primary,)
     cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
@@ -78,16 +171,16 @@ def _multiply(m, b: OpBuilder, e: Emit) -> None:
                 state.acc[index] = m.buffers.acc[index]
         return commit
 
-    accs = _ACCS[targets]
+    accs = rows.ids(_ACCS[targets])
     label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
              f"k={plan.channels} acc{issue.primary}")
-    op = b.add("mpy", cycles, reads=accs + plan.blocks + ("usr",) + issue.waited(), writes=accs,
-               transfers=((b.port("vtcm.hmx"), nbytes),), tag=e.index, label=label,
-               macs=plan.channels * CELLS * CELLS * len(targets))
+    reads = accs + rows.blocks(plan.blocks) + rows.ids(("usr",)) + rows.waited(issue)
+    op = rows.add("mpy", cycles, reads, accs, e.index, label, (m.hmx_port, nbytes),
+                  plan.channels * CELLS * CELLS * len(targets))
     e.act(op, action if m.numerics else None)
 
 
-def _convert(m, b: OpBuilder, e: Emit) -> None:
+def _convert(m, rows: Rows, e: Emit) -> None:
     f, state, issue = e.step.item.fields, m.state, e.issue
     index, sel = issue.primary, f["bias_sel"]
     clear = f["acc"] == 0
@@ -115,28 +208,26 @@ def _convert(m, b: OpBuilder, e: Emit) -> None:
             swap()
         return commit
 
-    reads = (("acc", index), ("bias", sel), "usr", "cvt") + issue.waited()
-    writes = ("cvt", ("acc", index)) if clear else ("cvt",)
+    reads = rows.ids((("acc", index), ("bias", sel), "usr", "cvt")) + rows.waited(issue)
+    writes = rows.ids(("cvt", ("acc", index)) if clear else ("cvt",))
     label = f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
-    op = b.add("cvt", m.cycles("cvt_cycles"), reads=reads, writes=writes, tag=e.index,
-               label=label)
+    op = rows.add("cvt", m.cycles("cvt_cycles"), reads, writes, e.index, label)
     e.act(op, action)
 
 
-def _write_convert(m, b: OpBuilder, e: Emit) -> None:
+def _write_convert(m, rows: Rows, e: Emit) -> None:
     addr, state, vtcm = e.step.item.fields["address"], m.state, m.spaces["vtcm"]
 
     def action():
         data = datapath.write_convert(state)
         return lambda: vtcm.store(addr, data)
-    op = b.add("cvt", m.cycles("cvt_write_cycles"), reads=("cvt",) + e.issue.waited(),
-               writes=m.blocks(addr, CROUTON_BYTES),
-               transfers=((b.port("vtcm.hmx"), CROUTON_BYTES),), tag=e.index,
-               label=f"write cvt -> {addr:#x}")
+    op = rows.add("cvt", m.cycles("cvt_write_cycles"), rows.ids(("cvt",)) + rows.waited(e.issue),
+                  rows.vtcm(((addr, CROUTON_BYTES),)), e.index,
+                  f"write cvt -> {addr:#x}", (m.hmx_port, CROUTON_BYTES))
     e.act(op, action if m.numerics else None)
 
 
-def _bias(m, b: OpBuilder, e: Emit) -> None:
+def _bias(m, rows: Rows, e: Emit) -> None:
     f, state, vtcm = e.step.item.fields, m.state, m.spaces["vtcm"]
     addr, index = f["address"], f["index"]
     load = e.step.item.kind == "bias_load"
@@ -148,39 +239,42 @@ def _bias(m, b: OpBuilder, e: Emit) -> None:
         data = layouts.pack_bias_words(state.bias[index])
         return lambda: vtcm.store(addr, data)
 
-    blocks = m.blocks(addr, BIAS_SET_BYTES)
-    resource = (("bias", index),)
-    op = b.add("cvt", m.cycles("bias_cycles"),
-               reads=(blocks if load else resource) + e.issue.waited(),
-               writes=resource if load else blocks,
-               transfers=((b.port("vtcm.hmx"), BIAS_SET_BYTES),), tag=e.index,
-               label=f"bias {'load' if load else 'store'} {addr:#x} [{index}]")
+    label = f"bias {'load' if load else 'store'} {addr:#x} [{index}]"
+    if load:  # resources interned in the order of reads, then writes
+        reads = rows.vtcm(((addr, BIAS_SET_BYTES),))
+        reads += rows.waited(e.issue)
+        writes = rows.ids((("bias", index),))
+    else:
+        reads = rows.ids((("bias", index),)) + rows.waited(e.issue)
+        writes = rows.vtcm(((addr, BIAS_SET_BYTES),))
+    op = rows.add("cvt", m.cycles("bias_cycles"), reads, writes, e.index, label,
+                  (m.hmx_port, BIAS_SET_BYTES))
     e.act(op, action if m.numerics else None)
 
 
-def _clear(m, b: OpBuilder, e: Emit) -> None:
-    op = b.add("mpy", m.cycles("clracc_cycles"), reads=e.issue.waited(),
-               writes=(("acc", 0), ("acc", 1)), tag=e.index, label="clear acc")
+def _clear(m, rows: Rows, e: Emit) -> None:
+    op = rows.add("mpy", m.cycles("clracc_cycles"), rows.waited(e.issue),
+                  rows.ids((("acc", 0), ("acc", 1))), e.index, "clear acc")
     e.act(op, lambda: lambda: m.state.acc.fill(0))
 
 
-def _usr(m, b: OpBuilder, e: Emit) -> None:
+def _usr(m, rows: Rows, e: Emit) -> None:
     value = e.step.plan
-    op = b.add("cvt", m.cycles("usr_cycles"), reads=e.issue.waited(), writes=("usr",),
-               tag=e.index, label=f"USR = {value:#x}")
+    op = rows.add("cvt", m.cycles("usr_cycles"), rows.waited(e.issue),
+                  rows.ids(("usr",)), e.index, f"USR = {value:#x}")
     e.act(op, lambda: lambda: setattr(m.state, "usr", value))
 
 
-def _hvx(m, b: OpBuilder, e: Emit) -> None:
+def _hvx(m, rows: Rows, e: Emit) -> None:
     plan, vtcm = e.step.plan, m.spaces["vtcm"]
-    reads, writes = m.range_blocks(plan.reads), m.range_blocks(plan.writes)
-    op = b.add("hvx", m.cycles(plan.cost, plan.vectors), reads=reads + e.issue.waited(),
-               writes=writes, transfers=((b.port("vtcm.hvx"), plan.moved),), tag=e.index,
-               label=f"{e.step.item.spec.name} {plan.vectors}v")
+    reads = rows.vtcm(plan.reads) + rows.waited(e.issue)
+    writes = rows.vtcm(plan.writes)
+    op = rows.add("hvx", m.cycles(plan.cost, plan.vectors), reads, writes, e.index,
+                  f"{e.step.item.spec.name} {plan.vectors}v", (m.hvx_port, plan.moved))
     e.act(op, (lambda: plan.run(vtcm)) if m.numerics else None)
 
 
-def _dma(m, b: OpBuilder, e: Emit) -> None:
+def _dma(m, rows: Rows, e: Emit) -> None:
     copy, issue = e.step.plan, e.issue
     token = ("dma", len(issue.dma_tokens), issue.waits)
     issue.dma_tokens.append(token)
@@ -188,23 +282,24 @@ def _dma(m, b: OpBuilder, e: Emit) -> None:
     if copy.src.name == "vtcm":  # the thread sees its earlier HMX/HVX stores before it starts
         last = copy.src_addr + (copy.rows - 1) * copy.src_stride
         reads = m.blocks(min(copy.src_addr, last), abs(last - copy.src_addr) + copy.row_bytes)
-    m.dma.add(b, copy, token, e.index, e.actions if m.numerics else None, reads=reads)
+    rows.flush()
+    m.dma.add(rows.b, copy, token, e.index, e.actions if m.numerics else None, reads=reads)
 
 
-def _dma_wait(m, b: OpBuilder, e: Emit) -> None:
+def _dma_wait(m, rows: Rows, e: Emit) -> None:
     issue = e.issue
     issue.waits += 1
     tokens, issue.dma_tokens = tuple(issue.dma_tokens), []
     issue.sync = ("dma_wait", issue.waits)
-    b.add("dma", 0, reads=tokens, writes=(issue.sync,), tag=e.index, label="dma_wait")
+    rows.add("dma", 0, rows.ids(tokens), rows.ids((issue.sync,)), e.index, "dma_wait")
 
 
-def _dma_fence(m, b: OpBuilder, e: Emit) -> None:
+def _dma_fence(m, rows: Rows, e: Emit) -> None:
     # every HMX and HVX op since the last fence reads ``issue.fence``: writing it waits (WAR) for
     # them to start, i.e. to have read their operands; later DMAs queue behind it on the unit
     fence = e.issue.fence
     e.issue.fence = ("dma_fence", fence[1] + 1)
-    b.add("dma", 0, writes=(fence,), tag=e.index, label="dma_fence")
+    rows.add("dma", 0, [], rows.ids((fence,)), e.index, "dma_fence")
 
 
 BUILDERS: dict[str, Callable] = {
