@@ -104,3 +104,55 @@ def test_a_timing_only_run_starts_no_kernels_child(tmp_path):
     """)
     subprocess.run([sys.executable, "-c", script], check=True,
                    env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path):
+    """The run's share of HMX's kernels (``hmx.warm.compile_late``) compiles the very signatures
+    the kernels child's DS-CNN calls, so the child loads every one of them and compiles none
+    again; once the child has been there, the share stops at its first kernel."""
+    share = textwrap.dedent("""
+        import json
+        from hwsim.targets.hmx.warm import compile_late
+        print(json.dumps(compile_late(lambda: False)))
+    """)
+    child = textwrap.dedent("""
+        import json, runpy, sys
+        from hwsim.targets.hmx.warm import _calls
+        sys.argv = ["warm", "hmx", "dequantise", "int8"]
+        runpy.run_module("hwsim.schedule.warm", run_name="__main__")
+        print(json.dumps({kernel.__name__: [sum(kernel.stats.cache_misses.values()),
+                                            sum(kernel.stats.cache_hits.values())]
+                          for kernel, _ in _calls()}))
+    """)
+
+    def run(script):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True, env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+        return json.loads(done.stdout.splitlines()[-1])
+
+    kernels = ["_reformat", "fp16_recip", "fp16_reduce_sum", "fp16_exp", "_binary_usual",
+               "fp16_reduce_max", "fp16_avg_pool", "fp16_clamp", "unpack_act", "crouton_of_cvt"]
+    assert run(share) == kernels
+    # _reformat: the child compiles its other signature (FP32 -> FP16) itself
+    assert run(child) == {name: [1 if name == "_reformat" else 0, 1] for name in kernels}
+    assert run(share) == []
+
+
+def test_waiting_for_the_kernels_child_runs_the_share_until_the_child_ends(tmp_path):
+    script = textwrap.dedent("""
+        import sys, time
+        from hwsim.timing import warm
+        polls = []
+        def share(done):
+            while not done():
+                polls.append(time.monotonic())
+                time.sleep(0.05)
+        assert warm.start("kernels", [sys.executable, "-c", "import time; time.sleep(0.5)"],
+                          share)
+        start = time.monotonic()
+        warm.wait("kernels")
+        assert warm._child is None and len(polls) > 2 and time.monotonic() - start >= 0.4
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))

@@ -1,0 +1,64 @@
+"""A cold start's share of the HMX kernels for the run's own process.
+
+On a cold numba cache a child process compiles HMX's kernels by running the synthetic DS-CNN
+(``hwsim.schedule.warm``) while the run compiles the timing core; the child's share is the
+longer (the multiply chain alone takes about 5 s), so the run, once its own share is done,
+takes kernels off the child's list before it replays (``hwsim.timing.warm.wait``). It compiles
+them from the end of that list, the reverse of the order in which a run first calls them (the
+output cast, then softmax's, pooling's and the activations' kernels), each by a call on tiny
+operands of the types the machine passes (``hvx.py``, ``datapath.write_convert``), so that
+numba compiles the very signatures the run uses and writes them to the disk cache, where the
+child finds them. It stops when the child has finished or has reached a kernel first (numba
+then loads it from the cache: everything before it on the list is the child's too), so no
+kernel is compiled in both processes but the one they may be compiling when they meet.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from hwsim.targets.hmx import datapath, hvx_kernels as K, layouts
+
+
+def _calls() -> list[tuple[object, Callable[[], None]]]:
+    """(kernel, a call that compiles it) in the reverse of the order of first calls."""
+    fp16 = np.full(4, 0x3C00, np.uint16)     # 1.0
+    out = np.empty(4, np.uint16)
+    cube = np.full((1, 2, 2), 0x3C00, np.uint16)
+    return [
+        (K._reformat, lambda: K.f16_to_f32(fp16, np.empty(4, np.uint32))),
+        (K.fp16_recip, lambda: K.fp16_recip(fp16, out)),
+        (K.fp16_reduce_sum, lambda: K.fp16_reduce_sum(cube, np.empty((1, 2), np.uint16))),
+        (K.fp16_exp, lambda: K.fp16_exp(fp16, out)),
+        (K._binary_usual, lambda: K.fp16_binary(fp16, fp16, out, False)),
+        (K.fp16_reduce_max, lambda: K.fp16_reduce_max(cube, np.empty((1, 2), np.uint16))),
+        (K.fp16_avg_pool, lambda: K.fp16_avg_pool(cube, np.empty((1, 1, 2), np.uint16),
+                                                  2, 2, 1, 1, 0, 0)),
+        (K.fp16_clamp, lambda: K.fp16_clamp(fp16, out, 0x0000, 0x7C00)),
+        (K.unpack_act, lambda: K.unpack_act(np.zeros(1024, np.uint16), 0, 1, 1, 1,
+                                            layouts.spatial_grid(0), out[:1])),
+        (datapath.crouton_of_cvt, lambda: datapath.write_convert(_State())),
+    ]
+
+
+class _State:
+    """What ``datapath.write_convert`` reads of the machine's state."""
+    cvt = np.zeros((datapath.CELLS, datapath.CELLS), np.uint32)
+
+
+def compile_late(done: Callable[[], bool]) -> list[str]:
+    """Compile the kernels of the child's list from its end until ``done()`` (the child has
+    finished) or the child turns out to have compiled one already; the names of those this
+    process compiled."""
+    compiled = []
+    for kernel, call in _calls():
+        if done():
+            break
+        loaded = sum(kernel.stats.cache_hits.values())
+        call()
+        if sum(kernel.stats.cache_hits.values()) > loaded:
+            break
+        compiled.append(kernel.__name__)
+    return compiled
