@@ -124,7 +124,8 @@ def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: boo
         return
     share = None
     if target == "hmx":
-        from hwsim.targets.hmx.warm import compile_late as share
+        from hwsim.targets.hmx.warm import share as hmx_share
+        share = hmx_share(mode)
     dtype = "fp32" if graph.inputs and graph.inputs[0].dtype.is_float else "int8"
     if warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype],
                   share):

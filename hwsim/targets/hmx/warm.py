@@ -6,11 +6,17 @@ longer (the multiply chain alone takes about 5 s), so the run, once its own shar
 takes kernels off the child's list before it replays (``hwsim.timing.warm.wait``). It compiles
 them from the end of that list, the reverse of the order in which a run first calls them (the
 output cast, then softmax's, pooling's and the activations' kernels), each by a call on tiny
-operands of the types the machine passes (``hvx.py``, ``datapath.write_convert``), so that
-numba compiles the very signatures the run uses and writes them to the disk cache, where the
-child finds them. It stops when the child has finished or has reached a kernel first (numba
-then loads it from the cache: everything before it on the list is the child's too), so no
-kernel is compiled in both processes but the one they may be compiling when they meet.
+operands of the types the machine passes (``hvx.py``, ``semantics.py``,
+``datapath.write_convert``), so that numba compiles the very signatures the run uses and
+writes them to the disk cache, where the child finds them. It stops when the child has finished
+or has reached a kernel first (numba then loads it from the cache: everything before it on the
+list is the child's too), so no kernel is compiled in both processes but the one they may be
+compiling when they meet.
+
+In ``fp16`` mode the run first takes the convert's exact path (``numerics.convert_rest``, about
+1.5 s), which the child calls right after the multiply chain: a float graph's convert leaves a
+cell or two of most layers to it (an input bias that nearly cancels the accumulator), the
+synthetic DS-CNN's and real models' alike. In ``dequantise`` mode neither calls it.
 """
 
 from __future__ import annotations
@@ -19,15 +25,16 @@ from typing import Callable
 
 import numpy as np
 
-from hwsim.targets.hmx import datapath, hvx_kernels as K, layouts
+from hwsim.targets.hmx import datapath, hvx_kernels as K, layouts, numerics as N
 
 
-def _calls() -> list[tuple[object, Callable[[], None]]]:
-    """(kernel, a call that compiles it) in the reverse of the order of first calls."""
+def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
+    """(kernel, a call that compiles it) in the order this process takes them in ``mode``."""
     fp16 = np.full(4, 0x3C00, np.uint16)     # 1.0
     out = np.empty(4, np.uint16)
     cube = np.full((1, 2, 2), 0x3C00, np.uint16)
-    return [
+    first = [(N.convert_rest, _convert_rest)] if mode == "fp16" else []
+    return first + [
         (K._reformat, lambda: K.f16_to_f32(fp16, np.empty(4, np.uint32))),
         (K.fp16_recip, lambda: K.fp16_recip(fp16, out)),
         (K.fp16_reduce_sum, lambda: K.fp16_reduce_sum(cube, np.empty((1, 2), np.uint16))),
@@ -48,12 +55,25 @@ class _State:
     cvt = np.zeros((datapath.CELLS, datapath.CELLS), np.uint32)
 
 
-def compile_late(done: Callable[[], bool]) -> list[str]:
-    """Compile the kernels of the child's list from its end until ``done()`` (the child has
-    finished) or the child turns out to have compiled one already; the names of those this
-    process compiled."""
+def _convert_rest() -> None:
+    """``convert_rest`` with no cell pending, on the arrays ``semantics._convert`` passes."""
+    cells, fields = (datapath.CELLS, datapath.CELLS), np.zeros(datapath.CELLS, np.int64)
+    N.convert_rest(np.zeros(cells, np.uint64), fields, fields, fields, fields,
+                   np.zeros(cells, np.uint32), np.zeros(cells, np.uint32), N.shape_table("abs"),
+                   0, 0, 0, 0, 0, 0, 7, 29, np.zeros(cells, np.bool_))
+
+
+def share(mode: str) -> Callable[[Callable[[], bool]], list[str]]:
+    """This process's share in ``mode`` (``hwsim.timing.warm.start``)."""
+    return lambda done: compile_late(mode, done)
+
+
+def compile_late(mode: str, done: Callable[[], bool]) -> list[str]:
+    """Compile the kernels of the child's list in ``mode`` from its end until ``done()`` (the
+    child has finished) or the child turns out to have compiled one already; the names of those
+    this process compiled."""
     compiled = []
-    for kernel, call in _calls():
+    for kernel, call in _calls(mode):
         if done():
             break
         loaded = sum(kernel.stats.cache_hits.values())
