@@ -46,13 +46,9 @@ def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
         (K.fp16_clamp, lambda: K.fp16_clamp(fp16, out, 0x0000, 0x7C00)),
         (K.unpack_act, lambda: K.unpack_act(np.zeros(1024, np.uint16), 0, 1, 1, 1,
                                             layouts.spatial_grid(0), out[:1])),
-        (datapath.crouton_of_cvt, lambda: datapath.write_convert(_State())),
+        (datapath.crouton_of_cvt, lambda: datapath.crouton_of_cvt(     # as write_convert
+            np.zeros((datapath.CELLS, datapath.CELLS), np.uint32), np.empty(1024, np.uint16))),
     ]
-
-
-class _State:
-    """What ``datapath.write_convert`` reads of the machine's state."""
-    cvt = np.zeros((datapath.CELLS, datapath.CELLS), np.uint32)
 
 
 def _convert_rest() -> None:
