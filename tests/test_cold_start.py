@@ -111,7 +111,8 @@ def test_a_timing_only_run_starts_no_kernels_child(tmp_path):
 def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dtype):
     """The run's share of HMX's kernels (``hmx.warm.compile_late``) compiles the very signatures
     the kernels child's DS-CNN calls, so the child loads every one of them and compiles none
-    again; once the child has been there, the share stops at its first kernel."""
+    again, and then the one the DS-CNN does not call; once the child has been there, the share
+    stops at its first kernel."""
     share = textwrap.dedent(f"""
         import json
         from hwsim.targets.hmx.warm import compile_late
@@ -119,12 +120,12 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
     """)
     child = textwrap.dedent(f"""
         import json, runpy, sys
-        from hwsim.targets.hmx.warm import _calls
+        from hwsim.targets.hmx.warm import _calls, _extras
         sys.argv = ["warm", "hmx", {mode!r}, {dtype!r}]
         runpy.run_module("hwsim.schedule.warm", run_name="__main__")
         print(json.dumps({{kernel.__name__: [sum(kernel.stats.cache_misses.values()),
                                              sum(kernel.stats.cache_hits.values())]
-                           for kernel, _ in _calls({mode!r})}}))
+                           for kernel, _ in _calls({mode!r}) + _extras({mode!r})}}))
     """)
 
     def run(script):
@@ -134,13 +135,13 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
 
     kernels = ["_reformat", "fp16_recip", "fp16_reduce_sum", "fp16_exp", "_binary_usual",
                "fp16_reduce_max", "fp16_avg_pool", "fp16_clamp", "unpack_act", "crouton_of_cvt"]
-    if mode == "fp16":
-        kernels.insert(0, "convert_rest")
+    if mode == "fp16":      # the convert applies the ReLUs: the DS-CNN calls no clamp
+        kernels = ["convert_rest"] + [k for k in kernels if k != "fp16_clamp"] + ["fp16_clamp"]
+    else:                   # nor the HVX add's exact path, which KWS needs
+        kernels.append("_binary_rest")
     assert run(share) == kernels
-    # _reformat: the child compiles its other signature (FP32 -> FP16) itself; in fp16 mode
-    # the convert applies the ReLUs, and the DS-CNN has no other clamp
-    unused = "fp16_clamp" if mode == "fp16" else None
-    assert run(child) == {name: [int(name == "_reformat"), int(name != unused)]
+    # _reformat: the child compiles its other signature (FP32 -> FP16) itself
+    assert run(child) == {name: [int(name == "_reformat"), int(name != kernels[-1])]
                           for name in kernels}
     assert run(share) == []
 

@@ -8,15 +8,19 @@ them from the end of that list, the reverse of the order in which a run first ca
 output cast, then softmax's, pooling's and the activations' kernels), each by a call on tiny
 operands of the types the machine passes (``hvx.py``, ``semantics.py``,
 ``datapath.write_convert``), so that numba compiles the very signatures the run uses and
-writes them to the disk cache, where the child finds them. It stops when the child has finished
-or has reached a kernel first (numba then loads it from the cache: everything before it on the
-list is the child's too), so no kernel is compiled in both processes but the one they may be
-compiling when they meet.
+writes them to the disk cache, where the child finds them. It stops taking them when the child
+has reached one first (numba then loads it from the cache: everything before it on the list is
+the child's too), so no kernel is compiled in both processes but the one they may be compiling
+when they meet.
 
-In ``fp16`` mode the run first takes the convert's exact path (``numerics.convert_rest``, about
-1.5 s), which the child calls right after the multiply chain: a float graph's convert leaves a
-cell or two of most layers to it (an input bias that nearly cancels the accumulator), the
-synthetic DS-CNN's and real models' alike. In ``dequantise`` mode neither calls it.
+In ``fp16`` mode the run first takes the convert's exact path (``numerics.convert_rest``), which
+the child calls right after the multiply chain: a float graph's convert leaves a cell or two of
+some layers to it (an input bias that nearly cancels the accumulator), the synthetic DS-CNN's
+and real models' alike. In ``dequantise`` mode neither calls it.
+
+Then, while the child still runs, the run compiles the kernels that real models often need and
+the DS-CNN never calls (``_extras``): the exact path of the HVX add in ``dequantise`` mode (KWS
+and resnet8 need it), the clamp in ``fp16`` mode (where the convert applies the DS-CNN's ReLUs).
 """
 
 from __future__ import annotations
@@ -27,28 +31,42 @@ import numpy as np
 
 from hwsim.targets.hmx import datapath, hvx_kernels as K, layouts, numerics as N
 
+_FP16 = np.full(4, 0x3C00, np.uint16)     # 1.0
+
 
 def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
-    """(kernel, a call that compiles it) in the order this process takes them in ``mode``."""
-    fp16 = np.full(4, 0x3C00, np.uint16)     # 1.0
+    """(kernel, a call that compiles it) from the end of the child's list in ``mode``."""
     out = np.empty(4, np.uint16)
     cube = np.full((1, 2, 2), 0x3C00, np.uint16)
     first = [(N.convert_rest, _convert_rest)] if mode == "fp16" else []
+    clamp = [] if mode == "fp16" else [_clamp()]
     return first + [
-        (K._reformat, lambda: K.f16_to_f32(fp16, np.empty(4, np.uint32))),
-        (K.fp16_recip, lambda: K.fp16_recip(fp16, out)),
+        (K._reformat, lambda: K.f16_to_f32(_FP16, np.empty(4, np.uint32))),
+        (K.fp16_recip, lambda: K.fp16_recip(_FP16, out)),
         (K.fp16_reduce_sum, lambda: K.fp16_reduce_sum(cube, np.empty((1, 2), np.uint16))),
-        (K.fp16_exp, lambda: K.fp16_exp(fp16, out)),
-        (K._binary_usual, lambda: K.fp16_binary(fp16, fp16, out, False)),
+        (K.fp16_exp, lambda: K.fp16_exp(_FP16, out)),
+        (K._binary_usual, lambda: K.fp16_binary(_FP16, _FP16, out, False)),
         (K.fp16_reduce_max, lambda: K.fp16_reduce_max(cube, np.empty((1, 2), np.uint16))),
         (K.fp16_avg_pool, lambda: K.fp16_avg_pool(cube, np.empty((1, 1, 2), np.uint16),
                                                   2, 2, 1, 1, 0, 0)),
-        (K.fp16_clamp, lambda: K.fp16_clamp(fp16, out, 0x0000, 0x7C00)),
+        *clamp,
         (K.unpack_act, lambda: K.unpack_act(np.zeros(1024, np.uint16), 0, 1, 1, 1,
                                             layouts.spatial_grid(0), out[:1])),
         (datapath.crouton_of_cvt, lambda: datapath.crouton_of_cvt(     # as write_convert
             np.zeros((datapath.CELLS, datapath.CELLS), np.uint32), np.empty(1024, np.uint16))),
     ]
+
+
+def _extras(mode: str) -> list[tuple[object, Callable[[], None]]]:
+    """(kernel, a call that compiles it) of those the child does not call in ``mode``."""
+    if mode == "fp16":
+        return [_clamp()]
+    return [(K._binary_rest, lambda: K._binary_rest(_FP16, _FP16, np.empty(4, np.uint16),
+                                                    False, np.zeros(4, np.bool_)))]
+
+
+def _clamp() -> tuple[object, Callable[[], None]]:
+    return K.fp16_clamp, lambda: K.fp16_clamp(_FP16, np.empty(4, np.uint16), 0x0000, 0x7C00)
 
 
 def _convert_rest() -> None:
@@ -65,16 +83,26 @@ def share(mode: str) -> Callable[[Callable[[], bool]], list[str]]:
 
 
 def compile_late(mode: str, done: Callable[[], bool]) -> list[str]:
-    """Compile the kernels of the child's list in ``mode`` from its end until ``done()`` (the
-    child has finished) or the child turns out to have compiled one already; the names of those
-    this process compiled."""
+    """Until ``done()`` (the child has finished): compile the kernels of the child's list in
+    ``mode`` from its end until the child turns out to have compiled one already, then those it
+    does not call; the names of those this process compiled."""
     compiled = []
     for kernel, call in _calls(mode):
         if done():
-            break
-        loaded = sum(kernel.stats.cache_hits.values())
-        call()
-        if sum(kernel.stats.cache_hits.values()) > loaded:
+            return compiled
+        if not _compiled(kernel, call):
             break
         compiled.append(kernel.__name__)
+    for kernel, call in _extras(mode):
+        if done():
+            break
+        if _compiled(kernel, call):
+            compiled.append(kernel.__name__)
     return compiled
+
+
+def _compiled(kernel, call: Callable[[], None]) -> bool:
+    """Make the call; whether numba compiled ``kernel`` for it rather than load it."""
+    loaded = sum(kernel.stats.cache_hits.values())
+    call()
+    return sum(kernel.stats.cache_hits.values()) == loaded
