@@ -138,7 +138,7 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
     if mode == "fp16":      # the convert applies the ReLUs: the DS-CNN calls no clamp
         kernels = ["convert_rest"] + [k for k in kernels if k != "fp16_clamp"] + ["fp16_clamp"]
     else:                   # nor the HVX add's exact path, which KWS needs
-        kernels.append("_binary_rest")
+        kernels = ["convert_usual"] + kernels + ["_binary_rest"]
     assert run(share) == kernels
     # _reformat: the child compiles its other signature (FP32 -> FP16) itself
     assert run(child) == {name: [int(name == "_reformat"), int(name != kernels[-1])]

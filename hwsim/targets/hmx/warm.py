@@ -13,10 +13,11 @@ has reached one first (numba then loads it from the cache: everything before it 
 the child's too), so no kernel is compiled in both processes but the one they may be compiling
 when they meet.
 
-In ``fp16`` mode the run first takes the convert's exact path (``numerics.convert_rest``), which
-the child calls right after the multiply chain: a float graph's convert leaves a cell or two of
-some layers to it (an input bias that nearly cancels the accumulator), the synthetic DS-CNN's
-and real models' alike. In ``dequantise`` mode neither calls it.
+The run first takes the convert's kernel that the child calls right after the multiply chain,
+which it reaches a second or so after the run is done with its own half: ``convert_usual``, or in
+``fp16`` mode its exact path ``convert_rest`` (a float graph's convert leaves a cell or two of
+some layers to it, an input bias that nearly cancels the accumulator, the synthetic DS-CNN's and
+real models' alike; in ``dequantise`` mode neither calls it); taking both would collide.
 
 Then, while the child still runs, the run compiles the kernels that real models often need and
 the DS-CNN never calls (``_extras``): the exact path of the HVX add in ``dequantise`` mode (KWS
@@ -38,7 +39,7 @@ def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
     """(kernel, a call that compiles it) from the end of the child's list in ``mode``."""
     out = np.empty(4, np.uint16)
     cube = np.full((1, 2, 2), 0x3C00, np.uint16)
-    first = [(N.convert_rest, _convert_rest)] if mode == "fp16" else []
+    first = [(N.convert_rest if mode == "fp16" else N.convert_usual, lambda: _convert(mode))]
     clamp = [] if mode == "fp16" else [_clamp()]
     return first + [
         (K._reformat, lambda: K.f16_to_f32(_FP16, np.empty(4, np.uint32))),
@@ -69,12 +70,19 @@ def _clamp() -> tuple[object, Callable[[], None]]:
     return K.fp16_clamp, lambda: K.fp16_clamp(_FP16, np.empty(4, np.uint16), 0x0000, 0x7C00)
 
 
-def _convert_rest() -> None:
-    """``convert_rest`` with no cell pending, on the arrays ``semantics._convert`` passes."""
+def _convert(mode: str) -> None:
+    """The convert kernel of ``_calls(mode)``, on the arrays ``semantics._convert`` passes (no
+    cell pending for ``convert_rest``, all of them usual for ``convert_usual``)."""
     cells, fields = (datapath.CELLS, datapath.CELLS), np.zeros(datapath.CELLS, np.int64)
-    N.convert_rest(np.zeros(cells, np.uint64), fields, fields, fields, fields,
-                   np.zeros(cells, np.uint32), np.zeros(cells, np.uint32), N.shape_table("abs"),
-                   0, 0, 0, 0, 0, 0, 7, 29, np.zeros(cells, np.bool_))
+    acc, prev, out = np.zeros(cells, np.uint64), np.zeros(cells, np.uint32), \
+        np.zeros(cells, np.uint32)
+    pending, shapes = np.zeros(cells, np.bool_), N.shape_table("abs")
+    if mode == "fp16":
+        N.convert_rest(acc, fields, fields, fields, fields, prev, out, shapes, 0, 0, 0, 0, 0, 0,
+                       7, 29, pending)
+    else:
+        N.convert_usual(acc, fields, fields, fields, fields, prev, out, shapes, 0, 0, 0, 0, 7,
+                        29, pending)
 
 
 def share(mode: str) -> Callable[[Callable[[], bool]], list[str]]:
