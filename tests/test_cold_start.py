@@ -146,6 +146,25 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
     assert run(share) == []
 
 
+@pytest.mark.slow
+def test_an_hmx_run_takes_a_share_of_the_kernels_child_and_a_gap9_run_none(tmp_path):
+    script = textwrap.dedent("""
+        from hwsim.schedule import _warm_up
+        from hwsim.timing import warm
+        from hwsim.tosa.models import model
+        graph = model("autoencoder", dtype="int8")
+        for target, mode, share in (("hmx", "dequantise", True), ("gap9", "exact", False)):
+            _warm_up(target, mode, graph, in_order=False, numerics=True)
+            assert warm._child[0] == "kernels" and (warm._child[2] is not None) == share
+            warm._child[1].kill()
+            warm._child[1].wait()
+            warm.wait("kernels")            # the share sees the child has ended: no compile
+            assert warm._child is None
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+
+
 def test_waiting_for_the_kernels_child_runs_the_share_until_the_child_ends(tmp_path):
     script = textwrap.dedent("""
         import sys, time
