@@ -1,27 +1,25 @@
 """A cold start's share of the HMX kernels for the run's own process.
 
 On a cold numba cache a child process compiles HMX's kernels by running the synthetic DS-CNN
-(``hwsim.schedule.warm``) while the run compiles the timing core; the child's share is the
-longer (the multiply chain alone takes about 5 s), so the run, once its own share is done,
-takes kernels off the child's list before it replays (``hwsim.timing.warm.wait``). It compiles
-them from the end of that list, the reverse of the order in which a run first calls them (the
-output cast, then softmax's, pooling's and the activations' kernels), each by a call on tiny
+(``hwsim.schedule.warm``) while the run compiles the timing core. The child's half is the longer
+(the multiply chain alone takes about 5 s), so the run, once its own half is done, takes kernels
+off the child's list before it replays (``hwsim.timing.warm.wait``), each by a call on tiny
 operands of the types the machine passes (``hvx.py``, ``semantics.py``,
-``datapath.write_convert``), so that numba compiles the very signatures the run uses and
-writes them to the disk cache, where the child finds them. It stops taking them when the child
-has reached one first (numba then loads it from the cache: everything before it on the list is
-the child's too), so no kernel is compiled in both processes but the one they may be compiling
-when they meet.
+``datapath.write_convert``): numba compiles the very signature the run uses and writes it to the
+disk cache, where the child finds it. Until the child has finished, the run takes:
 
-The run first takes the convert's kernel that the child calls right after the multiply chain,
-which it reaches a second or so after the run is done with its own half: ``convert_usual``, or in
-``fp16`` mode its exact path ``convert_rest`` (a float graph's convert leaves a cell or two of
-some layers to it, an input bias that nearly cancels the accumulator, the synthetic DS-CNN's and
-real models' alike; in ``dequantise`` mode neither calls it); taking both would collide.
-
-Then, while the child still runs, the run compiles the kernels that real models often need and
-the DS-CNN never calls (``_extras``): the exact path of the HVX add in ``dequantise`` mode (KWS
-and resnet8 need it), the clamp in ``fp16`` mode (where the convert applies the DS-CNN's ReLUs).
+1. the convert kernel the child calls right after the multiply chain, which it reaches a second
+   or so after the run is done with its own half: ``convert_usual``, or in ``fp16`` mode its
+   exact path ``convert_rest`` (a float graph's convert leaves a cell or two of some layers to
+   it, an input bias that nearly cancels the accumulator, the DS-CNN's and real models' alike;
+   in ``dequantise`` mode neither calls it). Taking both would collide with the child;
+2. the end of the child's list, backwards (the output cast, then softmax's, pooling's and the
+   activations' kernels), until the child has reached one first: numba then loads it from the
+   cache, and everything before it on the list is the child's too. So no kernel is compiled in
+   both processes but the one they may be compiling when they meet;
+3. the kernels that real models often need and the DS-CNN never calls (``_extras``): the exact
+   path of the HVX add in ``dequantise`` mode (KWS and resnet8_int8 need it), the clamp in
+   ``fp16`` mode (where the convert applies the DS-CNN's ReLUs).
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ _FP16 = np.full(4, 0x3C00, np.uint16)     # 1.0
 
 
 def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
-    """(kernel, a call that compiles it) from the end of the child's list in ``mode``."""
+    """(kernel, a call that compiles it) of steps 1 and 2 in ``mode``."""
     out = np.empty(4, np.uint16)
     cube = np.full((1, 2, 2), 0x3C00, np.uint16)
     first = [(N.convert_rest if mode == "fp16" else N.convert_usual, lambda: _convert(mode))]
@@ -72,17 +70,15 @@ def _clamp() -> tuple[object, Callable[[], None]]:
 
 def _convert(mode: str) -> None:
     """The convert kernel of ``_calls(mode)``, on the arrays ``semantics._convert`` passes (no
-    cell pending for ``convert_rest``, all of them usual for ``convert_usual``)."""
+    cell pending for ``convert_rest``; zeros, all usual, for ``convert_usual``)."""
     cells, fields = (datapath.CELLS, datapath.CELLS), np.zeros(datapath.CELLS, np.int64)
-    acc, prev, out = np.zeros(cells, np.uint64), np.zeros(cells, np.uint32), \
-        np.zeros(cells, np.uint32)
-    pending, shapes = np.zeros(cells, np.bool_), N.shape_table("abs")
+    acc, pending = np.zeros(cells, np.uint64), np.zeros(cells, np.bool_)
+    prev, out = np.zeros(cells, np.uint32), np.zeros(cells, np.uint32)
+    operands = (acc, fields, fields, fields, fields, prev, out, N.shape_table("abs"))
     if mode == "fp16":
-        N.convert_rest(acc, fields, fields, fields, fields, prev, out, shapes, 0, 0, 0, 0, 0, 0,
-                       7, 29, pending)
+        N.convert_rest(*operands, 0, 0, 0, 0, 0, 0, 7, 29, pending)
     else:
-        N.convert_usual(acc, fields, fields, fields, fields, prev, out, shapes, 0, 0, 0, 0, 7,
-                        29, pending)
+        N.convert_usual(*operands, 0, 0, 0, 0, 7, 29, pending)
 
 
 def share(mode: str) -> Callable[[Callable[[], bool]], list[str]]:
