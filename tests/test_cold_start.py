@@ -111,8 +111,8 @@ def test_a_timing_only_run_starts_no_kernels_child(tmp_path):
 def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dtype):
     """The run's share of HMX's kernels (``hmx.warm.compile_late``) compiles the very signatures
     the kernels child's DS-CNN calls, so the child loads every one of them and compiles none
-    again, and then the one the DS-CNN does not call; once the child has been there, the share
-    stops at its first kernel."""
+    again, then the one a model may need that the DS-CNN does not call; once the child has been
+    there, the share stops at its first kernel."""
     share = textwrap.dedent(f"""
         import json
         from hwsim.targets.hmx.warm import compile_late
@@ -137,7 +137,7 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
                "fp16_reduce_max", "fp16_avg_pool", "fp16_clamp", "unpack_act", "crouton_of_cvt"]
     if mode == "fp16":      # the convert applies the ReLUs: the DS-CNN calls no clamp
         kernels = ["convert_rest"] + [k for k in kernels if k != "fp16_clamp"] + ["fp16_clamp"]
-    else:                   # nor the HVX add's exact path, which KWS needs
+    else:                   # the DS-CNN calls no exact HVX add (KWS does)
         kernels = ["convert_usual"] + kernels + ["_binary_rest"]
     assert run(share) == kernels
     # _reformat: the child compiles its other signature (FP32 -> FP16) itself

@@ -116,7 +116,7 @@ def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: boo
     needs last (``hwsim.timing.warm``): the timing core for a machine that runs its program
     before the timing, else the machine's kernels (``hwsim.schedule.warm``; not for a
     timing-only run, which calls none), and this process the attribution's; on HMX, whose
-    kernels take the longer, it then takes the child's last ones (``hwsim.targets.hmx.warm``)."""
+    kernels take the longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
     if in_order:
         warm.start_core()
         return
