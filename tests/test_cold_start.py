@@ -104,3 +104,81 @@ def test_a_timing_only_run_starts_no_kernels_child(tmp_path):
     """)
     subprocess.run([sys.executable, "-c", script], check=True,
                    env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, dtype", [("dequantise", "int8"), ("fp16", "fp32")])
+def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dtype):
+    """The run's share of HMX's kernels (``hmx.warm.compile_late``) compiles the very signatures
+    the kernels child's DS-CNN calls, so the child loads every one of them and compiles none
+    again, then the one a model may need that the DS-CNN does not call; once the child has been
+    there, the share stops at its first kernel."""
+    share = textwrap.dedent(f"""
+        import json
+        from hwsim.targets.hmx.warm import compile_late
+        print(json.dumps(compile_late({mode!r}, lambda: False)))
+    """)
+    child = textwrap.dedent(f"""
+        import json, runpy, sys
+        from hwsim.targets.hmx.warm import _calls, _extras
+        sys.argv = ["warm", "hmx", {mode!r}, {dtype!r}]
+        runpy.run_module("hwsim.schedule.warm", run_name="__main__")
+        print(json.dumps({{kernel.__name__: [sum(kernel.stats.cache_misses.values()),
+                                             sum(kernel.stats.cache_hits.values())]
+                           for kernel, _ in _calls({mode!r}) + _extras({mode!r})}}))
+    """)
+
+    def run(script):
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              check=True, env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+        return json.loads(done.stdout.splitlines()[-1])
+
+    kernels = ["_reformat", "fp16_recip", "fp16_reduce_sum", "fp16_exp", "_binary_usual",
+               "fp16_reduce_max", "fp16_avg_pool", "fp16_clamp", "unpack_act", "crouton_of_cvt"]
+    if mode == "fp16":      # the convert applies the ReLUs: the DS-CNN calls no clamp
+        kernels = ["convert_rest"] + [k for k in kernels if k != "fp16_clamp"] + ["fp16_clamp"]
+    else:                   # the DS-CNN calls no exact HVX add (KWS does)
+        kernels = ["convert_usual"] + kernels + ["_binary_rest"]
+    assert run(share) == kernels
+    # _reformat: the child compiles its other signature (FP32 -> FP16) itself
+    assert run(child) == {name: [int(name == "_reformat"), int(name != kernels[-1])]
+                          for name in kernels}
+    assert run(share) == []
+
+
+@pytest.mark.slow
+def test_an_hmx_run_takes_a_share_of_the_kernels_child_and_a_gap9_run_none(tmp_path):
+    script = textwrap.dedent("""
+        from hwsim.schedule import _warm_up
+        from hwsim.timing import warm
+        from hwsim.tosa.models import model
+        graph = model("autoencoder", dtype="int8")
+        for target, mode, share in (("hmx", "dequantise", True), ("gap9", "exact", False)):
+            _warm_up(target, mode, graph, in_order=False, numerics=True)
+            assert warm._child[0] == "kernels" and (warm._child[2] is not None) == share
+            warm._child[1].kill()
+            warm._child[1].wait()
+            warm.wait("kernels")            # the share sees the child has ended: no compile
+            assert warm._child is None
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+
+
+def test_waiting_for_the_kernels_child_runs_the_share_until_the_child_ends(tmp_path):
+    script = textwrap.dedent("""
+        import sys, time
+        from hwsim.timing import warm
+        polls = []
+        def share(done):
+            while not done():
+                polls.append(time.monotonic())
+                time.sleep(0.05)
+        assert warm.start("kernels", [sys.executable, "-c", "import time; time.sleep(0.5)"],
+                          share)
+        start = time.monotonic()
+        warm.wait("kernels")
+        assert warm._child is None and len(polls) > 2 and time.monotonic() - start >= 0.4
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))

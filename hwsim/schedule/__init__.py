@@ -115,14 +115,20 @@ def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: boo
     """On a cold numba cache, compile in a child process the half of the work this process
     needs last (``hwsim.timing.warm``): the timing core for a machine that runs its program
     before the timing, else the machine's kernels (``hwsim.schedule.warm``; not for a
-    timing-only run, which calls none), and this process the attribution's."""
+    timing-only run, which calls none), and this process the attribution's; on HMX, whose
+    kernels take the longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
     if in_order:
         warm.start_core()
         return
     if not numerics:
         return
+    share = None
+    if target == "hmx":
+        from hwsim.targets.hmx.warm import share as hmx_share
+        share = hmx_share(mode)
     dtype = "fp32" if graph.inputs and graph.inputs[0].dtype.is_float else "int8"
-    if warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype]):
+    if warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype],
+                  share):
         from hwsim.schedule.run import compile_attribution
         compile_attribution()       # this process's share while the child compiles
 

@@ -3,7 +3,8 @@
 the same kind on that machine and mode with the simpy engine, which compiles no timing core.
 The model is the synthetic DS-CNN: convolutions, depthwise convolutions, pooling, a fully
 connected layer and a softmax. It stops after the run: the attribution's kernels are the
-parent's to compile while it waits (``run.compile_attribution``).
+parent's to compile while it waits (``run.compile_attribution``), and on HMX so are the kernels
+the DS-CNN calls last (``hwsim.targets.hmx.warm``).
 
     python -m hwsim.schedule.warm TARGET MODE int8|fp32
 """

@@ -16,7 +16,10 @@ this process needs them:
 * the others time the program first and replay its effects after, so this process compiles
   the core (and the scheduler's attribution kernels) and the child the machine's kernels
   (``start("kernels", command)``: the scheduler's child runs a small model on that machine with
-  the simpy engine, which needs no core); the replay waits for it (``wait("kernels")``).
+  the simpy engine, which needs no core); the replay waits for it (``wait("kernels")``). Where
+  the child's half is the longer (HMX), ``start`` takes this process's ``share`` of it, which
+  ``wait`` runs first: it compiles kernels from the end of the child's list until the two meet
+  (``hwsim.targets.hmx.warm``).
 
 Nothing is started on one core or once the core is in the cache (the sign that the cache is
 warm). A child that fails or compiles something else costs only its time.
@@ -28,12 +31,13 @@ import os
 import subprocess
 import sys
 import threading
+from typing import Callable
 
 from hwsim.timing import core, stats
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
 _lock = threading.Lock()
-_child: tuple[str, subprocess.Popen] | None = None
+_child: tuple[str, subprocess.Popen, Callable | None] | None = None
 
 
 def _cached() -> bool:
@@ -46,15 +50,17 @@ def _cached() -> bool:
         return True
 
 
-def start(kind: str, command: list[str]) -> bool:
+def start(kind: str, command: list[str], share: Callable | None = None) -> bool:
     """Run ``command`` (compiling ``kind``: ``core`` or ``kernels``) as the child, if the cache
-    is cold, a second core can run it and no child runs yet; whether it started."""
+    is cold, a second core can run it and no child runs yet; whether it started. ``share(done)``:
+    what this process compiles of the child's work before waiting for it, until ``done()``."""
     global _child
     with _lock:
         if _child is not None or (os.cpu_count() or 1) < 2 or _cached():
             return False
         _child = kind, subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL), share
         return True
 
 
@@ -63,11 +69,15 @@ def start_core() -> None:
 
 
 def wait(kind: str) -> None:
-    """Let a child compiling ``kind`` finish (its work is then in the cache)."""
+    """Let a child compiling ``kind`` finish (its work is then in the cache), doing this
+    process's share of it meanwhile."""
     global _child
     with _lock:
         if _child is not None and _child[0] == kind:
-            _child[1].wait()
+            _, process, share = _child
+            if share is not None:
+                share(lambda: process.poll() is not None)
+            process.wait()
             _child = None
 
 
