@@ -117,8 +117,10 @@ def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: boo
     before the timing, else the machine's kernels (``hwsim.schedule.warm``; not for a
     timing-only run, which calls none), and this process the attribution's; on HMX, whose
     kernels take the longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
-    if in_order:
-        warm.start_core()
+    if in_order:        # SME: the exact functions first (``hwsim.targets.sme.warm``)
+        from hwsim.targets.sme.warm import exact_names
+        warm.start("core", [sys.executable, "-m", "hwsim.schedule.warm", "core",
+                            *exact_names(mode, numerics)])
         return
     if not numerics:
         return

@@ -7,15 +7,27 @@ parent's to compile while it waits (``run.compile_attribution``), and on HMX so 
 the DS-CNN calls last (``hwsim.targets.hmx.warm``).
 
     python -m hwsim.schedule.warm TARGET MODE int8|fp32
+
+For a machine that runs its program before the timing (SME), the child compiles the timing core
+instead, after the exact functions the run calls (``hwsim.targets.sme.warm``), and then the
+attribution's kernels, which such a run needs last:
+
+    python -m hwsim.schedule.warm core [EXACT...]
 """
 
 import sys
 
 from hwsim.schedule import _feeds, prepare
-from hwsim.schedule.run import simulate
+from hwsim.schedule.run import compile_attribution, simulate
+from hwsim.targets.sme.warm import compile_exact
+from hwsim.timing.warm import compile_core
 from hwsim.tosa.models import model
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] == ["core"]:
+    compile_exact(sys.argv[2:])
+    compile_core()
+    compile_attribution()
+elif __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]
     ready = prepare(model("ds_cnn", dtype=dtype), target, mode)
     simulate(ready.lowered, ready.machine, _feeds(ready.graph, ready.lowered, None),

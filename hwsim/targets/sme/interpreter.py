@@ -484,8 +484,12 @@ class Runner:
         self.state, self.program, self.decoded, self.moved = state, program, decoded, moved
         self.numerics = numerics
         self.features = features(params)
-        self.kernels = _kernels(decoded, numerics, params)
         self.fault = np.zeros(2, np.int64)
+        self.kernels = np.zeros(len(DTYPES) + 3, np.int64)
+        # a run of no instruction compiles the loop before the kernels: on a cold start a child
+        # process compiles the exact functions meanwhile (``hwsim.targets.sme.warm``)
+        self.run(0, 0)
+        self.kernels = _kernels(decoded, numerics, params)
 
     def run(self, start: int, stop: int) -> int:
         """Run from ``start`` until ``stop`` or the first vector routine, whichever comes first,
