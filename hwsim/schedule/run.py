@@ -376,7 +376,7 @@ def compile_attribution() -> None:
     one = np.ones(1, np.int64)
     _runs(0 * one, one, 0 * one)
     _sweep(0 * one, one, 0 * one, 0 * one, 1, len(CLASSES), 1)
-    for log in (np.ones((1, 3), np.int64), np.zeros((0, 3), np.int64)):
+    for log in (np.ones((2, 3), np.int64), np.zeros((0, 3), np.int64)):
         binned(log, 1, 1)
 
 

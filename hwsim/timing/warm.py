@@ -83,14 +83,16 @@ def wait(kind: str) -> None:
 
 def compile_core() -> None:
     """Run the core once on a table that uses every column: two units (one decoupled), two
-    ports in a group, reads, partial and full writes, transfers, a stall and L1 traffic."""
+    ports in a group, reads, partial and full writes, transfers (two on each port: a port log's
+    columns are strided arrays then, as in every real run, not contiguous ones), a stall and L1
+    traffic."""
     b = OpBuilder([UnitSpec("cpu", 2), UnitSpec("dma", 2, in_flight=2)],
                   [PortSpec("a", 8.0, 2), PortSpec("b", 4.0, 1)], groups=[(0, 1)],
                   traffic_banks=16)
     b.add("cpu", 2, 1, writes=["r"], traffic=("pay", "core0", {4: 2}))
     b.add("dma", 1, 0, reads=["r"], parts=["m"], transfers=[(-1, 64)], stall=("setup", 3),
           traffic=("record", "dma", 16, 4.0))
-    b.add("cpu", 1, 0, reads=["m"], writes=["r"], transfers=[(1, 8)])
+    b.add("cpu", 1, 0, reads=["m"], writes=["r"], transfers=[(1, 8), (0, 8), (1, 4)])
     stats.collect(core.simulate(b.table()), "warm", 3, 1.0, 1e9, 256)
 
 
