@@ -12,7 +12,10 @@ this process needs them:
   kernels first, so the child compiles the core (``start_core``, ``python -m
   hwsim.timing.warm``: the core run once on a tiny op table, whose columns have the types of
   every table's, so it compiles the very signatures every run uses); the run waits for it
-  (``wait("core")``) before the timing, which then loads the core from the cache;
+  (``wait("core")``) before the timing, which then loads the core from the cache. The
+  scheduler's core child (``python -m hwsim.schedule.warm core``) also compiles, before the
+  core, the exact functions SME's float kernels call (``hwsim.targets.sme.warm``), and after
+  it the attribution's kernels;
 * the others time the program first and replay its effects after, so this process compiles
   the core (and the scheduler's attribution kernels) and the child the machine's kernels
   (``start("kernels", command)``: the scheduler's child runs a small model on that machine with
