@@ -113,11 +113,12 @@ class Prepared(NamedTuple):
 
 def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: bool) -> None:
     """On a cold numba cache, compile in a child process the half of the work this process
-    needs last (``hwsim.timing.warm``): the timing core for a machine that runs its program
-    before the timing, else the machine's kernels (``hwsim.schedule.warm``; not for a
-    timing-only run, which calls none), and this process the attribution's; on HMX, whose
-    kernels take the longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
-    if in_order:        # SME: the exact functions first (``hwsim.targets.sme.warm``)
+    needs last (``hwsim.timing.warm``): for a machine that runs its program before the timing,
+    SME's exact functions (``hwsim.targets.sme.warm``), the timing core and the attribution's
+    kernels; else the machine's kernels (``hwsim.schedule.warm``; not for a timing-only run,
+    which calls none), and this process the attribution's; on HMX, whose kernels take the
+    longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
+    if in_order:
         from hwsim.targets.sme.warm import exact_names
         warm.start("core", [sys.executable, "-m", "hwsim.schedule.warm", "core",
                             *exact_names(mode, numerics)])
