@@ -184,6 +184,22 @@ def test_waiting_for_the_kernels_child_runs_the_share_until_the_child_ends(tmp_p
                    env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
 
 
+def test_a_failing_share_still_waits_for_the_child_and_does_not_fail_the_run(tmp_path):
+    script = textwrap.dedent("""
+        import sys, time
+        from hwsim.timing import warm
+        def share(done):
+            raise TypeError("a kernel's signature changed")
+        assert warm.start("kernels", [sys.executable, "-c", "import time; time.sleep(0.3)"],
+                          share)
+        start = time.monotonic()
+        warm.wait("kernels")
+        assert warm._child is None and time.monotonic() - start >= 0.2
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True,
+                   env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+
+
 @pytest.mark.slow
 def test_sme_core_child_compiles_the_exact_functions_the_run_then_loads(tmp_path):
     """In each float mode the core child compiles the exact functions the run calls

@@ -25,7 +25,8 @@ this process needs them:
   (``hwsim.targets.hmx.warm``).
 
 Nothing is started on one core or once the core is in the cache (the sign that the cache is
-warm). A child that fails or compiles something else costs only its time.
+warm). A child or a share that fails or compiles something else costs only its time: what it
+left undone compiles when the run first calls it.
 """
 
 from __future__ import annotations
@@ -78,10 +79,14 @@ def wait(kind: str) -> None:
     with _lock:
         if _child is not None and _child[0] == kind:
             _, process, share = _child
-            if share is not None:
-                share(lambda: process.poll() is not None)
-            process.wait()
-            _child = None
+            try:
+                if share is not None:
+                    share(lambda: process.poll() is not None)
+            except Exception:       # a failed share only leaves work to compile later
+                pass
+            finally:
+                process.wait()
+                _child = None
 
 
 def compile_core() -> None:
