@@ -8,9 +8,11 @@ lowered and simulated once; then, as medians of ``--repeat`` runs on those simul
 
 * ``reference_s``: the official TOSA reference model on the whole graph and input (the
   baseline of ``bench_models.py``);
-* ``check_s``: the check phase (``hwsim.schedule.check.check``), and ``runs`` / ``runs_s``: the
-  reference model runs inside it (the whole graph with every tensor an output, the layers whose
-  inputs differ, a narrower type's goldens, BF16 goldens, the integer model's) and their time;
+* ``check_s``: the check phase (``hwsim.schedule.check.check``; with no reference worker, so
+  that every run of the reference model is in this process, ``hwsim.tosa.background``), and
+  ``runs`` / ``runs_s``: the reference model runs inside it (the whole graph with every tensor
+  an output, the layers whose inputs differ, a narrower type's goldens, BF16 goldens, the
+  integer model's) and their time;
 * ``fp64_s`` and ``precise_s``: the fp64 references and bounds of the first operator of every
   float layer on its simulated inputs, in-process (``hwsim.tosa.fp64.references``) and from one
   run of the reference model binary in precise mode (what the check ran before, kept as the
@@ -23,6 +25,7 @@ saved in benchmarks/results/check.json (a run replaces the rows it measured).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -30,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# the check's reference runs, counted and timed here, all in this process
+os.environ["HWSIM_REFERENCE_WORKER"] = "0"
 
 import numpy as np  # noqa: E402
 
@@ -83,7 +88,7 @@ def measure(name: str, target: str, mode: str | None, repeat: int) -> dict:
     source = model("resnet8", dtype="fp32", width=2.5) if name == BIG else \
         load_graph(MODELS / f"{name}.tflite")
     graph, _, low, options, machine, params, layers, lowered = prepare(source, target, mode)
-    feeds = _feeds(graph, lowered, sample_input(source))
+    feeds = _feeds(lowered.rewritten, sample_input(source))
     sim = simulate(lowered, machine, feeds, params, True, None, None)
 
     def check():

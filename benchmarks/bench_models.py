@@ -12,12 +12,15 @@ the FP32 ones in each float mode; else their synthetic look-alikes; ``--modes`` 
   layer and the outputs) with the numba cache warm: the median of ``--repeat`` runs after one
   warm-up in this process, each on a fresh copy of the graph (so that every run is a first
   estimate of that graph: nothing a lowering keeps with a graph object is reused);
-  ``phases_s`` splits it (``reference``: the reference model's own runs inside the check,
-  which no speed-up of the simulator removes);
+  ``phases_s`` splits it (``reference``: the time the check spent on the reference model's
+  runs, its own and the waits for those of the reference worker, ``hwsim.tosa.background``;
+  the worker is started, and waited for, before anything is measured, as it is up in any
+  process from soon after its first check on);
 * ``cold_s``: the same call in a fresh subprocess with an empty ``NUMBA_CACHE_DIR`` (numba
   compiles every kernel), and ``cold_process_s`` the whole subprocess (imports too);
 * ``peak_mb``: the subprocess's peak resident memory (Linux ``VmHWM``; not ``ru_maxrss``,
-  which a child inherits from the parent it was forked from);
+  which a child inherits from the parent it was forked from), and ``worker_peak_mb`` that of
+  its reference worker (0 without one);
 * ``reference_s``: the official TOSA reference model running the same graph on the same input
   (``hwsim.tosa.reference.run_graph``), measured in the same process, each reference run
   right before an estimate run so that both see the same machine load; ``ratio`` is the median
@@ -54,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from hwsim.schedule import LOWERINGS, estimate, lowering  # noqa: E402
-from hwsim.tosa import load_graph  # noqa: E402
+from hwsim.tosa import background, load_graph  # noqa: E402
 from hwsim.tosa.ir import Graph, Operator, Tensor  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.reference import run_graph  # noqa: E402
@@ -89,9 +92,13 @@ x = np.load(sys.argv[3])
 t = time.perf_counter()
 estimate(graph, sys.argv[2], mode=sys.argv[4] or None, check=True, inputs=x)
 call = time.perf_counter() - t
-with open("/proc/self/status") as status:
-    peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-print(call, time.perf_counter() - start, peak_kb)
+from hwsim.tosa import background
+def peak_kb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+worker = background._worker
+print(call, time.perf_counter() - start, peak_kb("self"),
+      peak_kb(worker.process.pid) if worker is not None and not worker.broken else 0)
 """
 
 
@@ -103,9 +110,9 @@ def cold(source: str, target: str, x: np.ndarray, mode: str | None, dtype: str) 
         out = subprocess.run([sys.executable, "-c", COLD, source, target,
                               str(Path(tmp) / "x.npy"), mode or "", dtype],
                              capture_output=True, text=True, env=env, check=True)
-    call, process, rss_kb = out.stdout.split()
+    call, process, rss_kb, worker_kb = out.stdout.split()
     return {"cold_s": float(call), "cold_process_s": float(process),
-            "peak_mb": int(rss_kb) / 1024}
+            "peak_mb": int(rss_kb) / 1024, "worker_peak_mb": int(worker_kb) / 1024}
 
 
 def explained(report) -> bool:
@@ -256,6 +263,7 @@ def main(argv=None) -> int:
     parser.add_argument("--conformance", action="store_true",
                         help="also run generated TOSA operator tests on each target")
     args = parser.parse_args(argv)
+    background.start(wait=60)
     rows = []
     for target in args.targets:
         for name, source, graph, mode, dtype in cases(target):

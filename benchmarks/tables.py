@@ -87,11 +87,13 @@ def models_speed(target: str) -> str:
                            for k in ("lower", "simulate", "attribute", "check", "reference"))
         rows.append([r["model"], r["mode"], _seconds(r["reference_s"]), _seconds(r["warm_s"]),
                      f"{r['ratio']:.1f}x", split, _seconds(r["cold_s"]),
-                     f"{r['peak_mb']:.0f} MB", f"{r['numerics_speedup']:.2f}x"])
+                     f"{r['peak_mb']:.0f} MB" + (f" + {r['worker_peak_mb']:.0f} MB"
+                                                 if r.get("worker_peak_mb") else ""),
+                     f"{r['numerics_speedup']:.2f}x"])
     return _table(["model", "mode", "reference model", "estimate --check (warm)", "ratio",
-                   "lower / simulate / attribute / check / its reference runs",
+                   "lower / simulate / attribute / check / reference model",
                    "cold (empty numba cache)",
-                   "peak RSS", "timing-only speed-up"], rows)
+                   "peak RSS (+ reference worker)", "timing-only speed-up"], rows)
 
 
 def conformance() -> str:

@@ -23,7 +23,7 @@ import numpy as np
 
 from hwsim.errors import ConfigError, ScheduleError
 from hwsim.schedule import requantise
-from hwsim.schedule.lowering import Lowered, Lowering
+from hwsim.schedule.lowering import Lowered, Lowering, Rewritten
 from hwsim.schedule.report import LayerRow, Report
 from hwsim.timing import warm
 from hwsim.tosa.ir import Graph
@@ -138,10 +138,11 @@ def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: boo
 
 def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: int = 8,
             params: dict | None = None, numerics: bool = True,
-            cache: dict | None = None, warm_up: bool = False) -> Prepared:
+            cache: dict | None = None, warm_up: bool = False, begin=None) -> Prepared:
     """Load, check, fuse and lower. ``cache``: see ``estimate``; ``warm_up``: on a cold numba
     cache, compile what the run will need in a second process meanwhile
-    (``hwsim.schedule.warm``)."""
+    (``hwsim.schedule.warm``); ``begin(rewritten)``: called with the lowering's rewrite of the
+    graph (``Rewritten``) before the lowering itself."""
     if cache is not None and (numerics or not isinstance(model, Graph)):
         # a program may hold the memories of the machine it was lowered for (HMX's DMA
         # copies): only a timing-only run, which moves no data, can reuse it on a fresh machine
@@ -162,6 +163,8 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
         graph, layers, lowered = cache[key]
         return Prepared(graph, name, low, options, machine, run_params, layers, lowered)
     rewritten = low.rewrite(graph, options)
+    if begin is not None:
+        begin(rewritten)
     graph = rewritten.graph
     layers = low.layers(graph, options)
     lowered = low.lower(graph, layers, machine, options)
@@ -175,12 +178,11 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     return Prepared(graph, name, low, options, machine, run_params, layers, lowered)
 
 
-def _feeds(graph: Graph, lowered: Lowered, inputs) -> dict:
+def _feeds(rewritten: Rewritten, inputs) -> dict:
     """The run's inputs: those of the graph given to the lowering (``_inputs``), turned into
     the float graph's when it runs an integer graph in LSB units."""
-    rewritten = lowered.rewritten
-    if rewritten is None or rewritten.source is None:
-        return _inputs(graph, inputs)
+    if rewritten.source is None:
+        return _inputs(rewritten.graph, inputs)
     return requantise.feeds(rewritten, _inputs(rewritten.source, inputs))
 
 
@@ -206,14 +208,21 @@ def estimate(model, target: str = "gap9", *, mode: str | None = None, weight_bit
 
 def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics, progress,
               name, engine, cache) -> Report:
+    from hwsim.schedule.check import begin as begin_check
     from hwsim.schedule.check import check as judge
     from hwsim.schedule.run import attribute, simulate
     wall = {}
+    begun = None
+
+    def begin(rewritten: Rewritten) -> None:       # the check's runs beside the lowering
+        nonlocal begun
+        begun = begin_check(rewritten.graph, _feeds(rewritten, inputs), rewritten)
+
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params, numerics, cache,
-        warm_up=engine in (None, "compiled"))
-    feeds = _feeds(graph, lowered, inputs)
+        warm_up=engine in (None, "compiled"), begin=begin if check else None)
+    feeds = _feeds(lowered.rewritten, inputs)
     wall["lower"] = time.perf_counter() - start
     sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine)
     wall["simulate"] = sim.seconds
@@ -231,7 +240,7 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
         start = time.perf_counter()
         with metered() as reference:
             verdicts = judge(graph, layers, sim.values, sim.outputs, feeds, low, options,
-                             lowered.rewritten)
+                             lowered.rewritten, begun)
         wall["check"] = time.perf_counter() - start - reference[0]
         wall["reference"] = reference[0]        # the reference model's runs in the check
         for row in rows:
@@ -269,7 +278,7 @@ def compile_model(model, path, target: str = "gap9", *, mode: str | None = None,
     from hwsim.schedule.trace import write_trace
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params)
-    feeds = _feeds(graph, lowered, inputs)
+    feeds = _feeds(lowered.rewritten, inputs)
     expected = None
     if low.bit_exact(options.mode):
         from hwsim.tosa.reference import run_graph

@@ -38,8 +38,8 @@ from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, exact_count, judge, statistics
+from hwsim.tosa import background
 from hwsim.tosa.reference import ReferenceError
-from hwsim.tosa.reference import goldens as every_tensor
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
 
@@ -160,17 +160,39 @@ def _narrow(cases: list, types) -> dict:
                             for layer in layers])
 
 
+@dataclass(frozen=True)
+class Begun:
+    """The reference runs of a check that need only the model input (``begin``)."""
+
+    whole: background.Pending               # every tensor of the graph
+    source: background.Pending | None       # the integer graph's outputs (``requantise``)
+
+
+def begin(graph: Graph, inputs: dict, rewritten=None) -> Begun:
+    """Submit the runs that need only the model input ``inputs``, to run beside the lowering
+    and the simulation (``hwsim.tosa.background``): the whole graph, every tensor an output;
+    when ``rewritten`` runs an integer graph in float LSB units, that graph on its integer
+    inputs."""
+    whole = background.goldens(graph, [inputs[t.name] for t in graph.inputs])
+    source = None
+    if rewritten is not None and rewritten.source is not None:
+        source = requantise.source_run(rewritten, inputs)
+    return Begun(whole, source)
+
+
 def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
-          low, options, rewritten=None) -> Check:
+          low, options, rewritten=None, begun: Begun | None = None) -> Check:
     """Verdicts of every layer's simulated output (``values``) and of the graph outputs, by
     the lowering ``low`` where it judges a layer itself (``Lowering.judge``), else as the
     module docstring says; when ``rewritten`` runs an integer graph in float LSB units, each
-    verdict also holds the integer model's (``Verdict.requantised``, ``requantise``)."""
+    verdict also holds the integer model's (``Verdict.requantised``, ``requantise``).
+    ``begun``: the runs ``begin`` submitted for these inputs (else they are made here)."""
+    begun = begun or begin(graph, inputs, rewritten)
     compute_types = low.compute_types(options)
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
                            else inputs[t.name] for t in layer.inputs} for layer in layers}
-    whole = every_tensor(graph, [inputs[t.name] for t in graph.inputs])
+    whole = begun.whole.result()
     verdicts = dict(low.judge(layers, values, feeds, options))
     rest = [layer for layer in layers if layer.index not in verdicts]
     golden = _goldens(graph, rest, feeds, whole)
@@ -197,7 +219,8 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     if rewritten is not None and rewritten.source is not None:
         for index, verdict in requantise.verdicts(rewritten, layers, values, inputs).items():
             verdicts[index] = replace(verdicts[index], requantised=verdict)
-        for name, verdict in requantise.output_verdicts(rewritten, outputs, inputs).items():
+        for name, verdict in requantise.output_verdicts(rewritten, outputs,
+                                                        begun.source.result()).items():
             out_verdicts[name] = replace(out_verdicts[name], requantised=verdict)
     return Check(verdicts, out_verdicts, reference)
 

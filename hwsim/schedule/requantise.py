@@ -24,6 +24,7 @@ import numpy as np
 
 from hwsim.schedule.goldens import goldens
 from hwsim.schedule.lowering import Layer, Rewritten
+from hwsim.tosa import background
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, judge
 
@@ -96,13 +97,19 @@ def outputs(rewritten: Rewritten, simulated: dict) -> dict:
     return {t.name: _integers(rewritten, simulated[t.name], t) for t in rewritten.source.outputs}
 
 
-def output_verdicts(rewritten: Rewritten, simulated: dict, inputs: dict) -> dict[str, Verdict]:
-    """Each graph output as integers against a whole run of the integer graph on the integer
-    inputs (errors accumulate over the layers here)."""
-    from hwsim.tosa.reference import run_graph
+def source_run(rewritten: Rewritten, inputs: dict) -> background.Pending:
+    """A whole run of the integer graph on the integer inputs, submitted
+    (``hwsim.tosa.background``)."""
     source = rewritten.source
-    reference = run_graph(source, [_integers(rewritten, inputs[t.name], t)
-                                   for t in source.inputs])
+    return background.submit(source, [_integers(rewritten, inputs[t.name], t)
+                                      for t in source.inputs])
+
+
+def output_verdicts(rewritten: Rewritten, simulated: dict, reference: dict) -> dict[str, Verdict]:
+    """Each graph output as integers against ``reference``, the outputs of a whole run of the
+    integer graph on the integer inputs (``source_run``; errors accumulate over the layers
+    here)."""
+    source = rewritten.source
     ints = outputs(rewritten, simulated)
     return {t.name: judge(source.producer(t), ints[t.name], reference[t.name])
             for t in source.outputs}

@@ -30,5 +30,5 @@ if __name__ == "__main__" and sys.argv[1:2] == ["core"]:
 elif __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]
     ready = prepare(model("ds_cnn", dtype=dtype), target, mode)
-    simulate(ready.lowered, ready.machine, _feeds(ready.graph, ready.lowered, None),
+    simulate(ready.lowered, ready.machine, _feeds(ready.lowered.rewritten, None),
              ready.run_params, engine="simpy")

@@ -100,6 +100,8 @@ class Operator:
         return attrs
 
     def __getattr__(self, name: str):
+        if "spec" not in self.__dict__:     # not made yet (unpickling asks for __setstate__)
+            raise AttributeError(name)
         attrs = self.__dict__.get("attrs", {})
         if name in attrs:
             return attrs[name]

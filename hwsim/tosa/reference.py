@@ -138,46 +138,77 @@ def metered() -> Iterator[list[float]]:
         _METER.reset(token)
 
 
-def run_graph(graph: Graph, inputs: Inputs, isolated: bool = False) -> dict[str, np.ndarray]:
-    """Run ``graph`` on the reference model; the outputs by name, as each tensor's values.
-    ``isolated`` runs the reference model binary in a subprocess (thread-safe, slower)."""
+@contextlib.contextmanager
+def timed() -> Iterator[None]:
+    """Adds the block's seconds to the ``metered`` box, if one is open."""
     box, start = _METER.get(), time.perf_counter()
     try:
-        return _run_graph(graph, inputs, isolated)
+        yield
     finally:
         if box is not None:
             box[0] += time.perf_counter() - start
 
 
-def _run_graph(graph: Graph, inputs: Inputs, isolated: bool) -> dict[str, np.ndarray]:
+def run_graph(graph: Graph, inputs: Inputs, isolated: bool = False) -> dict[str, np.ndarray]:
+    """Run ``graph`` on the reference model; the outputs by name, as each tensor's values.
+    ``isolated`` runs the reference model binary in a subprocess (thread-safe, slower)."""
+    with timed():
+        arrays = bits(graph, inputs)
+        if isolated or binary_only(graph):
+            return dict(zip((t.name for t in graph.outputs), _run_binary(graph, arrays)[0]))
+        return results(graph, run_flatbuffer(write_tosa(graph), arrays))
+
+
+def bits(graph: Graph, inputs: Inputs) -> list[np.ndarray]:
+    """The inputs as the reference model takes them (``graph_inputs``, then their bits)."""
+    return [to_bits(t.dtype, a) for t, a in zip(graph.inputs, graph_inputs(graph, inputs))]
+
+
+def binary_only(graph: Graph) -> bool:
+    """A graph input or output is of a type only the reference model binary takes."""
+    return any(t.dtype.name in BINARY_ONLY for t in graph.inputs + graph.outputs)
+
+
+def run_flatbuffer(flatbuffer: bytes, arrays: list[np.ndarray]) -> tuple[list | None, str, str]:
+    """One run of the Python binding: (raw outputs or None, the graph's status, what the
+    reference model printed): all of it plain data, for a run in another process too."""
     import tosa_reference_model as rm
-    arrays = [to_bits(t.dtype, a) for t, a in zip(graph.inputs, graph_inputs(graph, inputs))]
-    if isolated or any(t.dtype.name in BINARY_ONLY for t in graph.inputs + graph.outputs):
-        return dict(zip((t.name for t in graph.outputs), _run_binary(graph, arrays)[0]))
-    where = f"graph {graph.name}"
-    flatbuffer = write_tosa(graph)
     with captured_output() as text:
         try:
-            outputs, status = rm.run(flatbuffer, arrays)
+            raw, status = rm.run(flatbuffer, arrays)
             failed = None
         except ValueError as exc:
             failed = str(exc)
     if failed is not None:
-        raise ReferenceError(where, "ERROR", key_message(text[0] + "\n" + failed))
-    if status != rm.GraphStatus.TOSA_VALID:
-        name = "UNPREDICTABLE" if status == rm.GraphStatus.TOSA_UNPREDICTABLE else "ERROR"
-        raise ReferenceError(where, name, key_message(text[0]))
-    return {t.name: from_bits(t.dtype, raw).reshape(t.shape)
-            for t, raw in zip(graph.outputs, outputs)}
+        return None, "ERROR", text[0] + "\n" + failed
+    if status == rm.GraphStatus.TOSA_VALID:
+        return raw, "VALID", text[0]
+    return None, "UNPREDICTABLE" if status == rm.GraphStatus.TOSA_UNPREDICTABLE else "ERROR", \
+        text[0]
+
+
+def results(graph: Graph, ran: tuple[list | None, str, str]) -> dict[str, np.ndarray]:
+    """``run_flatbuffer``'s result as the graph's outputs by name, or its ReferenceError."""
+    raw, status, text = ran
+    if raw is None:
+        raise ReferenceError(f"graph {graph.name}", status, key_message(text))
+    return {t.name: from_bits(t.dtype, a).reshape(t.shape) for t, a in zip(graph.outputs, raw)}
 
 
 def goldens(graph: Graph, inputs: Inputs) -> dict[str, np.ndarray]:
     """Every tensor of one reference run: graph inputs, constants and all operator outputs."""
+    whole, values = every_tensor(graph, inputs)
+    values.update(run_graph(whole, values_for(graph, values)))
+    return values
+
+
+def every_tensor(graph: Graph, inputs: Inputs) -> tuple[Graph, dict[str, np.ndarray]]:
+    """``graph`` with every operator output a graph output, and the values of its inputs and
+    constants: what ``goldens`` runs, and what it adds to that run's outputs."""
     produced = [t for op in graph for t in op.outputs]
     values = dict(zip((t.name for t in graph.inputs), graph_inputs(graph, inputs)))
     values.update({t.name: t.data for t in graph.constants})
-    values.update(run_graph(graph.with_outputs(produced), values_for(graph, values)))
-    return values
+    return graph.with_outputs(produced), values
 
 
 def values_for(graph: Graph, values: Mapping[str, np.ndarray]) -> list[np.ndarray]:

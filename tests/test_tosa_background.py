@@ -1,0 +1,151 @@
+"""Reference runs in the worker process: the same results and errors as runs in this process,
+and every way the worker can be missing (not up yet, turned off, dead) falls back to them."""
+
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import hwsim
+from hwsim.tosa import background, models
+from hwsim.tosa.builder import GraphBuilder
+from hwsim.tosa.reference import ReferenceError, goldens, run_graph
+
+from tests.test_tosa_reference import argmax_with_bad_output, rescale_with_shift
+
+pytestmark = pytest.mark.skipif(not background._usable(),
+                                reason="no worker here (one CPU, or HWSIM_REFERENCE_WORKER=0)")
+
+
+@pytest.fixture
+def worker():
+    """A worker of the test's own, up; the module's is put back afterwards."""
+    saved = background._worker
+    background._worker = None
+    assert background.start(wait=60)
+    made = background._worker
+    yield made
+    made.close()
+    background._worker = saved
+
+
+def test_runs_in_the_worker_give_what_runs_here_give(worker):
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    pending = background.goldens(g, [x])
+    assert pending.number is not None                   # it ran in the worker
+    found, want = pending.result(), goldens(g, [x])
+    assert set(found) == set(want)
+    assert all(np.array_equal(found[name], want[name]) for name in want)
+    b = GraphBuilder()
+    h = b.input((4,), "bf16")
+    cast = b.build(b.cast(b.cast(h, "fp32"), "bf16"))
+    values = np.array([1.5, -2.0, 0.25, 3.0]).astype(h.dtype.np)
+    out = background.submit(cast, values).result()[cast.outputs[0].name]
+    assert out.dtype == h.dtype.np and np.array_equal(out, values)
+
+
+def test_reference_errors_come_back_the_same(worker, capfd):
+    for graph, x in ((argmax_with_bad_output(), np.zeros((2, 3), np.int8)),
+                     (rescale_with_shift(1), np.ones((1, 4), np.int32))):
+        with pytest.raises(ReferenceError) as here:
+            run_graph(graph, x)
+        pending = background.submit(graph, x)
+        assert pending.number is not None
+        with pytest.raises(ReferenceError) as there:
+            pending.result()
+        assert str(there.value) == str(here.value) and there.value.status == here.value.status
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == ""      # the worker's prints were captured
+
+
+def test_a_dead_worker_leaves_its_runs_and_the_later_ones_to_this_process(worker):
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    want = run_graph(g, [x])
+    pending = background.submit(g, [x])
+    assert pending.number is not None
+    worker.process.kill()
+    worker.process.wait()
+    found = pending.result()
+    assert worker.broken and not background.start()
+    assert all(np.array_equal(found[name], want[name]) for name in want)
+    later = background.submit(g, [x])
+    assert later.number is None
+    assert all(np.array_equal(later.result()[name], want[name]) for name in want)
+
+
+def test_results_nobody_asks_for_are_removed(worker):
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    dropped = background.submit(g, [x])
+    assert dropped.number is not None
+    del dropped
+    background.submit(g, [x]).result()
+    assert list(worker.folder.iterdir()) == []
+
+
+def test_a_job_before_the_worker_is_up_runs_here(worker, monkeypatch):
+    monkeypatch.setattr(worker, "up", False)
+    monkeypatch.setattr(worker.answers, "poll", lambda *timeout: False)
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    pending = background.submit(g, [x])
+    assert pending.number is None
+    assert all(np.array_equal(a, run_graph(g, [x])[n]) for n, a in pending.result().items()
+               if n == g.outputs[0].name)
+
+
+def _daemonic_usable(answer) -> None:
+    answer.put(background._usable())
+
+
+def test_no_worker_when_turned_off_or_in_a_daemonic_process(monkeypatch):
+    monkeypatch.setenv("HWSIM_REFERENCE_WORKER", "0")
+    assert not background._usable()
+    monkeypatch.delenv("HWSIM_REFERENCE_WORKER")
+    context = multiprocessing.get_context("spawn")
+    answer = context.Queue()
+    child = context.Process(target=_daemonic_usable, args=(answer,), daemon=True)
+    child.start()
+    assert answer.get(timeout=60) is False
+    child.join()
+
+
+def test_a_script_without_a_main_guard_runs_once(tmp_path):
+    """The worker is a module of its own: the user's script is not run again in it."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        from hwsim.tosa import background, models
+        print("top level", flush=True)
+        assert background.start(wait=60)
+        g = models.model("ds_cnn", width=0.25)
+        pending = background.submit(g, [models.sample_input(g)])
+        assert pending.number is not None
+        pending.result()
+        print("done", flush=True)"""))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["top", "level", "done"]
+
+
+@pytest.mark.parametrize("target, mode, dtype", [("gap9", "cluster", "int8"),
+                                                 ("hmx", "dequantise", "int8"),
+                                                 ("sme", "fp32", "fp32")])
+def test_a_check_judges_the_same_with_the_worker_and_without(worker, monkeypatch, target, mode,
+                                                             dtype):
+    g = models.model("ds_cnn", dtype=dtype, width=0.25)
+
+    def report():
+        r = hwsim.estimate(g, target, mode=mode, check=True)
+        return ([str(row.verdict) for row in r.layers],
+                {k: str(v) for k, v in r.output_verdicts.items()}, r.cycles)
+
+    with_worker = report()
+    assert background.start()
+    monkeypatch.setattr(worker, "broken", True)        # every run in this process
+    assert report() == with_worker
