@@ -6,7 +6,11 @@ does not spread into the verdicts of the next. The reference model runs at most 
 of layer inputs: the whole graph on the model input, every tensor an output, gives the graph
 outputs' goldens and the golden of every layer whose inputs are bit for bit what that run
 computed for them (all of them when the simulation is exact); the other layers run once more,
-together, as a graph holding a copy of each, its inputs fed as graph inputs. Verdicts are
+together, as a graph holding a copy of each, its inputs fed as graph inputs. Runs whose
+inputs are known before their results are needed go to the reference worker
+(``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model) before
+the lowering and the simulation (``begin``), the goldens of a narrower compute type and of the
+integer model before the goldens of the graph type's layers. Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
 
@@ -32,7 +36,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.schedule import requantise
-from hwsim.schedule.goldens import goldens
+from hwsim.schedule.goldens import Goldens, goldens
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
@@ -141,23 +145,34 @@ def _fits(ops: list, dtype: str) -> bool:
                for op in ops for t in op.inputs if t.is_const and t.dtype.is_float)
 
 
-def _narrow(cases: list, types) -> dict:
-    """The layers judged as operators of the narrower compute type (module docstring); those
-    whose constants that type cannot hold are not judged so (``_fits``)."""
-    dtype, acc = types
-    layers, feeds, sims, made = [], {}, {}, {}
-    for c in (c for c in cases if _fits(c.ops, dtype)):
-        layer = Layer(c.index, retyped(c.ops, dtype, acc, made))
-        layers.append(layer)
-        feeds[c.index] = {t.name: np.asarray(c.feeds[t.name], np.float64).astype(t.dtype.np)
-                          for t in layer.inputs}
-        sims[c.index] = np.asarray(c.sim, np.float64).astype(layer.output.dtype.np)
-    if not layers:
-        return {}
-    golden = goldens(layers, feeds)
-    return _float_verdicts([_Float(layer.index, layer.ops, sims[layer.index],
-                                   golden[layer.index], feeds[layer.index])
-                            for layer in layers])
+class _Narrow:
+    """The layers of ``candidates`` that a narrower compute type ``types`` may judge again
+    (module docstring), those whose constants that type cannot hold left out (``_fits``):
+    their goldens as that type's operators are submitted to the reference worker when made,
+    before the graph type's verdicts say which layers deviate (nearly all do, where a machine
+    computes in a narrower type), so that the reference model computes them meanwhile."""
+
+    def __init__(self, candidates: list, feeds: dict, values: dict, types):
+        dtype, acc = types
+        self.layers, self.feeds, self.sims, made = {}, {}, {}, {}
+        for layer in (layer for layer in candidates if _fits(layer.ops, dtype)):
+            narrow = self.layers[layer.index] = Layer(layer.index,
+                                                      retyped(layer.ops, dtype, acc, made))
+            self.feeds[layer.index] = {
+                t.name: np.asarray(feeds[layer.index][t.name], np.float64).astype(t.dtype.np)
+                for t in narrow.inputs}
+            self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
+                narrow.output.dtype.np)
+        self.goldens = Goldens(list(self.layers.values()), self.feeds) if self.layers else None
+
+    def verdicts(self, indices: list) -> dict:
+        """The verdicts of the layers ``indices`` (those of the candidates that deviate)."""
+        chosen = [i for i in indices if i in self.layers]
+        if not chosen:
+            return {}
+        golden = self.goldens.result()
+        return _float_verdicts([_Float(i, self.layers[i].ops, self.sims[i], golden[i],
+                                       self.feeds[i]) for i in chosen])
 
 
 @dataclass(frozen=True)
@@ -192,9 +207,17 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
                            else inputs[t.name] for t in layer.inputs} for layer in layers}
-    whole = begun.whole.result()
     verdicts = dict(low.judge(layers, values, feeds, options))
     rest = [layer for layer in layers if layer.index not in verdicts]
+    narrow = None
+    if compute_types:
+        narrow = _Narrow([layer for layer in rest if layer.output.dtype.is_float and
+                          layer.output.dtype.name != compute_types[0]], feeds, values,
+                         compute_types)
+    requantising = rewritten is not None and rewritten.source is not None
+    if requantising:
+        integer = requantise.Verdicts(rewritten, layers, values, inputs)
+    whole = begun.whole.result()
     golden = _goldens(graph, rest, feeds, whole)
     floats = []
     for layer in rest:
@@ -208,16 +231,16 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
         else:
             verdicts[layer.index] = judge(layer.ops[-1], values[layer.index], g)
     verdicts.update(_float_verdicts(floats))
-    narrow = [c for c in floats if verdicts[c.index].status == "deviates" and compute_types
-              and compute_types[0] != c.ops[-1].output.dtype.name]
-    for index, verdict in _narrow(narrow, compute_types).items() if narrow else ():
-        verdicts[index] = replace(verdicts[index], narrow=verdict)
+    if narrow is not None:
+        deviating = [c.index for c in floats if verdicts[c.index].status == "deviates"]
+        for index, verdict in narrow.verdicts(deviating).items():
+            verdicts[index] = replace(verdicts[index], narrow=verdict)
     reference = {t.name: whole[t.name] for t in graph.outputs}
     out_ops = {op.output.name: op for op in graph}
     out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
                     for name in outputs if name in out_ops}
-    if rewritten is not None and rewritten.source is not None:
-        for index, verdict in requantise.verdicts(rewritten, layers, values, inputs).items():
+    if requantising:
+        for index, verdict in integer.result().items():
             verdicts[index] = replace(verdicts[index], requantised=verdict)
         for name, verdict in requantise.output_verdicts(rewritten, outputs,
                                                         begun.source.result()).items():

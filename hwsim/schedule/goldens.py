@@ -1,9 +1,12 @@
 """The reference model's output for each layer of a model, on the inputs the simulator gave
 that layer: one reference run of a graph holding a copy of each layer, its inputs fed as graph
-inputs (``hwsim.schedule.check`` judges against these)."""
+inputs (``hwsim.schedule.check`` judges against these). ``goldens`` runs it in this process,
+``Goldens`` submits it to the reference worker (``hwsim.tosa.background``) to be picked up
+later."""
 
 from __future__ import annotations
 
+from hwsim.tosa import background
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.reference import ReferenceError, run_graph
 
@@ -26,28 +29,42 @@ def _copy(layer, tag: str) -> tuple[list, list, str]:
     return ops, inputs, renamed[layer.output.name].name
 
 
-def goldens(layers: list, feeds: dict) -> dict:
+class Goldens:
     """The reference output of each layer on its given inputs (``feeds[index][name]``), from
-    one reference run of a graph holding a copy of each layer; a layer the reference rejects
-    gets its ReferenceError instead."""
-    ops, inputs, outputs, values, which = [], [], [], [], {}
-    for layer in layers:
-        layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}")
-        ops += layer_ops
-        inputs += layer_inputs
-        values += [feeds[layer.index][t.name] for t in layer.inputs]
-        which[out] = layer.index
-    outputs = [t for op in ops for t in op.outputs if t.name in which]
-    try:
-        found = run_graph(Graph(ops, inputs, outputs, "layers"), values)
-        return {which[name]: value for name, value in found.items()}
-    except ReferenceError:
-        if len(layers) == 1:
-            raise
-    out = {}
-    for layer in layers:                       # find the layer the reference rejects
+    one reference run of a graph holding a copy of each layer: submitted to the reference
+    worker (``beside``) or run here, when ``result`` is first called."""
+
+    def __init__(self, layers: list, feeds: dict, beside: bool = True):
+        self.layers, self.feeds = layers, feeds
+        ops, inputs, values, self.which = [], [], [], {}
+        for layer in layers:
+            layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}")
+            ops += layer_ops
+            inputs += layer_inputs
+            values += [feeds[layer.index][t.name] for t in layer.inputs]
+            self.which[out] = layer.index
+        outputs = [t for op in ops for t in op.outputs if t.name in self.which]
+        self.graph, self.values = Graph(ops, inputs, outputs, "layers"), values
+        self.pending = background.submit(self.graph, values) if beside else None
+
+    def result(self) -> dict:
+        """Layer index -> its golden; a layer the reference rejects gets its ReferenceError."""
         try:
-            out.update(goldens([layer], feeds))
-        except ReferenceError as exc:
-            out[layer.index] = exc
-    return out
+            found = self.pending.result() if self.pending is not None else \
+                run_graph(self.graph, self.values)
+            return {self.which[name]: value for name, value in found.items()}
+        except ReferenceError:
+            if len(self.layers) == 1:
+                raise
+        out = {}
+        for layer in self.layers:                  # find the layer the reference rejects
+            try:
+                out.update(goldens([layer], self.feeds))
+            except ReferenceError as exc:
+                out[layer.index] = exc
+        return out
+
+
+def goldens(layers: list, feeds: dict) -> dict:
+    """``Goldens(layers, feeds)``'s result, run in this process."""
+    return Goldens(layers, feeds, beside=False).result()

@@ -6,7 +6,7 @@ mode). A float value v then stands for the integer q = v * unit + zero point (th
 but for int32 tensors kept in multiples of their LSB). ``integers`` goes back: it rounds to the
 nearest integer (halves up, as RESCALE rounds), adds the zero point and saturates to the
 tensor's type. ``feeds`` turns the integer model's inputs into the float
-graph's; ``verdicts`` judges every layer whose output is a tensor of the integer graph against
+graph's; ``Verdicts`` judges every layer whose output is a tensor of the integer graph against
 that graph's operators for it (``layer_ops``), run by the reference model on the integers the
 simulator handed the layer (its inputs rounded the same way), so that errors do not accumulate
 over layers; ``outputs`` gives the graph outputs as integers and judges them against a whole
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.schedule.goldens import goldens
+from hwsim.schedule.goldens import Goldens
 from hwsim.schedule.lowering import Layer, Rewritten
 from hwsim.tosa import background
 from hwsim.tosa.ir import Graph, Operator, Tensor
@@ -60,32 +60,39 @@ def layer_ops(source: Graph, name: str, available: set) -> list[Operator]:
     return sorted(ops, key=lambda op: order[id(op)])
 
 
-def verdicts(rewritten: Rewritten, layers: list, values: dict, inputs: dict) -> dict:
-    """Layer index -> the verdict on its output as integers (module docstring)."""
-    source = rewritten.source
-    produced = {t.name for op in source for t in op.outputs}
-    known = {layer.output.name: layer.index for layer in layers
-             if layer.output.name in produced}
-    given = {t.name: _integers(rewritten, inputs[t.name], t) for t in source.inputs}
+class Verdicts:
+    """Layer index -> the verdict on its output as integers (module docstring): made with the
+    simulated ``values``, their goldens' reference run submitted to the reference worker
+    (``hwsim.schedule.goldens.Goldens``); ``result`` judges."""
 
-    def value(t: Tensor) -> np.ndarray:
-        return given[t.name] if t.name in given else _integers(rewritten, values[known[t.name]],
-                                                               t)
+    def __init__(self, rewritten: Rewritten, layers: list, values: dict, inputs: dict):
+        source = rewritten.source
+        produced = {t.name for op in source for t in op.outputs}
+        known = {layer.output.name: layer.index for layer in layers
+                 if layer.output.name in produced}
+        given = {t.name: _integers(rewritten, inputs[t.name], t) for t in source.inputs}
 
-    cases, feeds_of = [], {}
-    for name, index in known.items():
-        if source.tensor(name).dtype.name not in JUDGED:
-            continue
-        ops = layer_ops(source, name, (set(known) | set(given)) - {name})
-        case = Layer(index, ops)
-        cases.append(case)
-        feeds_of[index] = {t.name: value(t) for t in case.inputs}
-    golden = goldens(cases, feeds_of)
-    out = {}
-    for case in cases:
-        sim = _integers(rewritten, values[case.index], case.output)
-        out[case.index] = judge(case.ops[-1], sim, golden[case.index])
-    return out
+        def value(t: Tensor) -> np.ndarray:
+            return given[t.name] if t.name in given else \
+                _integers(rewritten, values[known[t.name]], t)
+
+        self.cases, feeds_of = [], {}
+        for name, index in known.items():
+            if source.tensor(name).dtype.name not in JUDGED:
+                continue
+            ops = layer_ops(source, name, (set(known) | set(given)) - {name})
+            case = Layer(index, ops)
+            self.cases.append(case)
+            feeds_of[index] = {t.name: value(t) for t in case.inputs}
+        self.rewritten, self.values = rewritten, values
+        self.goldens = Goldens(self.cases, feeds_of)
+
+    def result(self) -> dict:
+        golden, out = self.goldens.result(), {}
+        for case in self.cases:
+            sim = _integers(self.rewritten, self.values[case.index], case.output)
+            out[case.index] = judge(case.ops[-1], sim, golden[case.index])
+        return out
 
 
 def _integers(rewritten: Rewritten, values: np.ndarray, t: Tensor) -> np.ndarray:
