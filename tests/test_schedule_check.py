@@ -45,10 +45,11 @@ def test_check_verdicts(target, name, mode):
             assert_same_verdict(found[part][index], verdict, f"{part}[{index}]")
 
 
-def _layer_goldens(monkeypatch, graph, target, mode, perturb=()):
-    """(goldens as the check finds them, every layer run on its inputs, layers run again) of
-    ``graph``'s layers on ``target`` when the simulation gave the reference's own values,
-    except one element of each layer in ``perturb`` moved by one step."""
+def _layer_goldens(monkeypatch, graph, target, mode, perturb=(), share=False):
+    """(goldens as the check finds them, every layer run on its inputs, layers run again in
+    this process) of ``graph``'s layers on ``target`` when the simulation gave the reference's
+    own values, except one element of each layer in ``perturb`` moved by one step; ``share``:
+    with the reference worker (``_goldens``)."""
     from hwsim.schedule import lowering
     from hwsim.schedule.check import _goldens, goldens
     from hwsim.tosa.models import sample_input
@@ -73,7 +74,7 @@ def _layer_goldens(monkeypatch, graph, target, mode, perturb=()):
         return goldens(some, given)
 
     monkeypatch.setattr("hwsim.schedule.check.goldens", counted)
-    return _goldens(graph, layers, feeds, whole), goldens(layers, feeds), rerun, layers
+    return _goldens(graph, layers, feeds, whole, share), goldens(layers, feeds), rerun, layers
 
 
 @pytest.mark.parametrize("name,dtype,target,mode", [("ds_cnn", "int8", "gap9", "exact"),
@@ -97,6 +98,22 @@ def test_layer_goldens_come_from_the_whole_graph_run_unless_inputs_differ(monkey
     assert readers and rerun == readers
     for index, value in separate.items():
         assert found[index].tobytes() == value.tobytes(), index
+
+
+def test_layer_goldens_shared_with_the_reference_worker_are_the_same(monkeypatch):
+    """Run half here, half in the worker, the layers' goldens are what each layer run on its
+    own inputs gives."""
+    from hwsim.tosa import background
+    from hwsim.tosa.models import model as synthetic
+    graph = synthetic("ds_cnn", dtype="fp32", width=0.25)
+    background.start(wait=60)
+    *_, alone, _ = _layer_goldens(monkeypatch, graph, "sme", "fp32", perturb=range(6))
+    found, separate, rerun, layers = _layer_goldens(monkeypatch, graph, "sme", "fp32",
+                                                    perturb=range(6), share=True)
+    assert found.keys() == separate.keys()
+    for index, value in separate.items():
+        assert found[index].tobytes() == value.tobytes(), index
+    assert 0 < len(rerun) < len(alone) and set(rerun) <= set(alone)   # the rest ran apart
 
 
 def test_the_check_reports_the_reference_models_own_time_apart():

@@ -218,7 +218,7 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     if requantising:
         integer = requantise.Verdicts(rewritten, layers, values, inputs)
     whole = begun.whole.result()
-    golden = _goldens(graph, rest, feeds, whole)
+    golden = _goldens(graph, rest, feeds, whole, share=narrow is None and not requantising)
     floats = []
     for layer in rest:
         g = golden[layer.index]
@@ -248,11 +248,13 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     return Check(verdicts, out_verdicts, reference)
 
 
-def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict) -> dict:
+def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool) -> dict:
     """Each layer's golden: its output in the whole-graph run ``whole`` (every tensor) when
     the layer is the graph's operators and its inputs are the values that run computed for
     them, as the reference model computes the same from the same; else from one reference run
-    of all the other layers (``goldens``)."""
+    of all the other layers (``goldens``), or with ``share`` (the reference worker has nothing
+    else to run) two, one in the worker and one here at the same time, each with about half
+    of the work (``_halves``)."""
     def computed(layer) -> bool:
         return graph.producer(layer.output) is layer.ops[-1] and all(
             _identical(feeds[layer.index][t.name], whole[t.name], t.dtype)
@@ -260,7 +262,22 @@ def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict) -> dict:
 
     found = {layer.index: whole[layer.output.name] for layer in layers if computed(layer)}
     rest = [layer for layer in layers if layer.index not in found]
+    if share and len(rest) > 1:
+        there, here = _halves(rest)
+        submitted = Goldens(there, feeds)
+        return {**found, **goldens(here, feeds), **submitted.result()}
     return {**found, **(goldens(rest, feeds) if rest else {})}
+
+
+def _halves(layers: list) -> tuple[list, list]:
+    """``layers`` in two groups of about the same reference-model work, counted as MACs and
+    output elements (largest first, each to the lighter group)."""
+    groups, work = ([], []), [0, 0]
+    for layer in sorted(layers, key=lambda layer: -(layer.macs + layer.output.size)):
+        lighter = work.index(min(work))
+        groups[lighter].append(layer)
+        work[lighter] += layer.macs + layer.output.size
+    return groups
 
 
 def _identical(a, b, dt) -> bool:
