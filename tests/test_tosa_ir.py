@@ -54,6 +54,23 @@ def test_graph_navigation_in_topological_order():
     assert [t.name for t in single.inputs] == [y.name, x.name] and len(single) == 1
 
 
+def test_operators_known_valid_are_not_checked_again_but_the_structure_is():
+    x, y = Tensor("x", (1, 4), "int32"), Tensor("y", (1, 5), "int32")
+    bad = Operator("ADD", [x, x], [y])                      # the output shape is wrong
+    with pytest.raises(TosaError, match=r"output shape \[1, 5\] != \[1, 4\]"):
+        Graph([bad], [x], [y])
+    assert Graph([bad], [x], [y], valid_ops=True).operators == [bad]
+    with pytest.raises(TosaError, match="never produced"):
+        Graph([], [x], [y], valid_ops=True)
+
+
+def test_operators_unpickle():
+    import pickle
+    g = conv_graph()
+    op = pickle.loads(pickle.dumps(g)).operators[0]
+    assert op.pad == [1, 1, 1, 1] and op.weight.name == "w" and op.macs == g.operators[0].macs
+
+
 def test_structure_errors_are_one_line_and_name_the_problem():
     x, y = Tensor("x", (1, 4), "int32"), Tensor("y", (1, 4), "int32")
     add = lambda a, b, out: Operator("ADD", [a, b], [out])        # noqa: E731

@@ -163,7 +163,8 @@ class _Narrow:
                 for t in narrow.inputs}
             self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
                 narrow.output.dtype.np)
-        self.goldens = Goldens(list(self.layers.values()), self.feeds) if self.layers else None
+        self.goldens = Goldens(list(self.layers.values()), self.feeds, valid=False) \
+            if self.layers else None
 
     def verdicts(self, indices: list) -> dict:
         """The verdicts of the layers ``indices`` (those of the candidates that deviate)."""

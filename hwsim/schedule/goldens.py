@@ -32,10 +32,11 @@ def _copy(layer, tag: str) -> tuple[list, list, str]:
 class Goldens:
     """The reference output of each layer on its given inputs (``feeds[index][name]``), from
     one reference run of a graph holding a copy of each layer: submitted to the reference
-    worker (``beside``) or run here, when ``result`` is first called."""
+    worker (``beside``) or run here, when ``result`` is first called. ``valid``: the layers'
+    operators are a validated graph's (their copies are not validated again)."""
 
-    def __init__(self, layers: list, feeds: dict, beside: bool = True):
-        self.layers, self.feeds = layers, feeds
+    def __init__(self, layers: list, feeds: dict, beside: bool = True, valid: bool = True):
+        self.layers, self.feeds, self.valid = layers, feeds, valid
         ops, inputs, values, self.which = [], [], [], {}
         for layer in layers:
             layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}")
@@ -44,7 +45,8 @@ class Goldens:
             values += [feeds[layer.index][t.name] for t in layer.inputs]
             self.which[out] = layer.index
         outputs = [t for op in ops for t in op.outputs if t.name in self.which]
-        self.graph, self.values = Graph(ops, inputs, outputs, "layers"), values
+        self.graph = Graph(ops, inputs, outputs, "layers", valid_ops=valid)
+        self.values = values
         self.pending = background.submit(self.graph, values) if beside else None
 
     def result(self) -> dict:
@@ -59,12 +61,12 @@ class Goldens:
         out = {}
         for layer in self.layers:                  # find the layer the reference rejects
             try:
-                out.update(goldens([layer], self.feeds))
+                out.update(Goldens([layer], self.feeds, False, self.valid).result())
             except ReferenceError as exc:
                 out[layer.index] = exc
         return out
 
 
-def goldens(layers: list, feeds: dict) -> dict:
-    """``Goldens(layers, feeds)``'s result, run in this process."""
-    return Goldens(layers, feeds, beside=False).result()
+def goldens(layers: list, feeds: dict, valid: bool = True) -> dict:
+    """``Goldens(layers, feeds, valid=valid)``'s result, run in this process."""
+    return Goldens(layers, feeds, beside=False, valid=valid).result()

@@ -188,10 +188,13 @@ def _attribute(op: Operator, name: str, kind: str, value):
 
 
 class Graph:
-    """Operators in topological order with the graph's inputs and outputs, validated."""
+    """Operators in topological order with the graph's inputs and outputs, validated; with
+    ``valid_ops`` (operators known valid, e.g. copies of a validated graph's with their
+    tensors renamed) only the graph's structure is."""
 
     def __init__(self, operators: Iterable[Operator], inputs: Iterable[Tensor],
-                 outputs: Iterable[Tensor], name: str = "main", version: str = ""):
+                 outputs: Iterable[Tensor], name: str = "main", version: str = "",
+                 valid_ops: bool = False):
         self.name = name
         self.version = version      # the TOSA version of the file it came from ("" if none)
         self.inputs, self.outputs = list(inputs), list(outputs)
@@ -211,7 +214,7 @@ class Graph:
             for t in op.inputs:
                 self._consumers[t.name].append(op)
         self.operators = self._topological(given)
-        self._validate()
+        self._validate(valid_ops)
 
     def _add_tensor(self, tensor: Tensor) -> None:
         seen = self.tensors.setdefault(tensor.name, tensor)
@@ -237,7 +240,7 @@ class Graph:
             raise stuck.error("is part of a cycle: the graph has no topological order")
         return order
 
-    def _validate(self) -> None:
+    def _validate(self, valid_ops: bool) -> None:
         where = f"graph {self.name}"
         for t in self.inputs:
             if t.is_const:
@@ -252,7 +255,7 @@ class Graph:
                 if not (t.is_const or t.name in self._producer or t in self.inputs):
                     raise op.error(f"input {t.name} is neither a graph input, a constant nor "
                                    "the output of an operator")
-            if op.spec is not None:
+            if op.spec is not None and not valid_ops:
                 op.spec.validate(op)
 
     # -- navigation ---------------------------------------------------------------------------
