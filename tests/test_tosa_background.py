@@ -4,7 +4,9 @@ and every way the worker can be missing (not up yet, turned off, dead) falls bac
 import multiprocessing
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -131,6 +133,23 @@ def test_a_script_without_a_main_guard_runs_once(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["top", "level", "done"]
+
+
+def test_an_estimate_from_the_command_line_leaves_nothing_behind(tmp_path):
+    """The worker's folder goes with the process that made it (the worker is stopped at
+    exit), whether or not the worker was up in time for the check."""
+    from hwsim.tosa.loaders import save_graph
+    path = tmp_path / "m.tosa"
+    save_graph(models.model("ds_cnn", dtype="fp32", width=0.25), path)
+    folders = set(Path("/dev/shm").glob("hwsim-reference-*")) if Path("/dev/shm").is_dir() \
+        else set(Path(tempfile.gettempdir()).glob("hwsim-reference-*"))
+    done = subprocess.run([sys.executable, "-m", "hwsim", "estimate", str(path), "--target",
+                           "sme", "--mode", "fp32", "--check"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = set(Path("/dev/shm").glob("hwsim-reference-*")) if Path("/dev/shm").is_dir() \
+        else set(Path(tempfile.gettempdir()).glob("hwsim-reference-*"))
+    assert after <= folders
 
 
 @pytest.mark.parametrize("target, mode, dtype", [("gap9", "cluster", "int8"),

@@ -81,6 +81,9 @@ def _prepare(args):
 
 
 def cmd_estimate(args) -> int:
+    if args.check:          # up by the time the model is lowered: the check's runs go beside
+        from hwsim.tosa import background
+        background.start()
     from hwsim.cli_shared import Progress
     from hwsim.schedule import estimate
     from hwsim.traces.files import STANDARD_OUTPUT, atomic_write_text, check_output

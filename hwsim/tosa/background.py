@@ -140,14 +140,13 @@ class _Worker:
             self.finished.add(number)
 
     def close(self) -> None:
-        """At exit: the worker sees the end of its jobs, finishes and removes the folder."""
+        """At exit: stop the worker (no result is wanted any more; it may still be starting,
+        and a process that exits should not wait for that) and remove the folder."""
         with self.lock:
             self.broken = True
         self.jobs.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        self.process.kill()
+        self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
