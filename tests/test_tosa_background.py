@@ -73,11 +73,26 @@ def test_a_dead_worker_leaves_its_runs_and_the_later_ones_to_this_process(worker
     worker.process.kill()
     worker.process.wait()
     found = pending.result()
-    assert worker.broken and not background.start()
     assert all(np.array_equal(found[name], want[name]) for name in want)
     later = background.submit(g, [x])
-    assert later.number is None
+    assert later.number is None and worker.broken and not background.start()
     assert all(np.array_equal(later.result()[name], want[name]) for name in want)
+    assert list(worker.folder.iterdir()) == []
+
+
+def test_a_job_the_worker_has_not_started_is_taken_back_and_run_here(worker):
+    big = models.model("resnet8", dtype="fp32")
+    small = models.model("ds_cnn", width=0.25)
+    x, y = models.sample_input(big), models.sample_input(small)
+    first, second = background.submit(big, [x]), background.submit(small, [y])
+    assert worker.steal(second.number)                  # the worker is busy with the first
+    assert not worker.steal(second.number)              # and cannot be taken twice
+    want = run_graph(small, [y])
+    assert all(np.array_equal(second.result()[name], want[name]) for name in want)
+    first.result()
+    assert not worker.steal(first.number)               # done: nothing to take back
+    background.submit(small, [y]).result()              # the worker's answer to the one
+    assert list(worker.folder.iterdir()) == []          # taken back left nothing
 
 
 def test_results_nobody_asks_for_are_removed(worker):

@@ -232,6 +232,9 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
         else:
             verdicts[layer.index] = judge(layer.ops[-1], values[layer.index], g)
     verdicts.update(_float_verdicts(floats))
+    # the integer model's goldens were submitted last: asked for first, they are taken back
+    # and run here if the worker is still busy with the narrower type's (Pending.result)
+    integers = integer.result() if requantising else {}
     if narrow is not None:
         deviating = [c.index for c in floats if verdicts[c.index].status == "deviates"]
         for index, verdict in narrow.verdicts(deviating).items():
@@ -240,9 +243,9 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     out_ops = {op.output.name: op for op in graph}
     out_verdicts = {name: _output_verdict(out_ops[name], outputs[name], reference[name])
                     for name in outputs if name in out_ops}
+    for index, verdict in integers.items():
+        verdicts[index] = replace(verdicts[index], requantised=verdict)
     if requantising:
-        for index, verdict in integer.result().items():
-            verdicts[index] = replace(verdicts[index], requantised=verdict)
         for name, verdict in requantise.output_verdicts(rewritten, outputs,
                                                         begun.source.result()).items():
             out_verdicts[name] = replace(out_verdicts[name], requantised=verdict)

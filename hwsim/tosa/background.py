@@ -13,7 +13,11 @@ memory where ``/dev/shm`` exists), and the pipes carry only their numbers: neith
 waits for the other to read, and the simulation, which holds the GIL, is never slowed by a
 thread feeding a pipe.
 
-The worker's start, about 0.3 s, is never waited for: a run submitted before the worker is up
+A job the worker has not started when its result is asked for is taken back and run here,
+and one whose result nobody will ask for is dropped (``_Worker.steal``: whichever side first
+renames or removes its file has it): this process never waits for work queued in the worker.
+
+The worker's start, about 0.2 s, is never waited for: a run submitted before the worker is up
 happens in this process, when its result is first asked for. There is no worker without a
 second CPU, in a daemonic process (e.g. a Dask worker's), or with ``HWSIM_REFERENCE_WORKER=0``.
 If the worker dies, its runs and all later ones happen in this process. Either way the results
@@ -78,7 +82,7 @@ class _Worker:
         self.finished: set[int] = set()     # answers read while waiting for another
         self.abandoned: set[int] = set()    # jobs whose results nobody will ask for
         self.up = self.broken = False
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()    # re-entrant: a Pending may be dropped while it is held
         atexit.register(self.close)
 
     def ready(self) -> bool:
@@ -106,14 +110,18 @@ class _Worker:
                 return None
             try:
                 self.jobs.send(number)
-            except OSError:
+            except OSError:                 # the worker is gone
                 self.broken = True
+                path.unlink(missing_ok=True)
                 return None
             return number
 
     def result(self, number: int):
-        """Job ``number``'s result (waiting for it), or None if the worker died first."""
+        """Job ``number``'s result (waiting for it), or None if the worker died first or the
+        job was taken back."""
         with self.lock:
+            if number in self.abandoned:
+                return None
             try:
                 while number not in self.finished:
                     self._answer(self.answers.recv())
@@ -123,8 +131,24 @@ class _Worker:
             self.finished.discard(number)
             return _take(self.folder / f"out-{number}")
 
+    def steal(self, number: int) -> bool:
+        """Take job ``number`` back if the worker has not started it; whether it was. The
+        worker claims a job by renaming its file, so one of the two finds it gone."""
+        with self.lock:
+            if self.broken or number in self.finished:
+                return False
+            try:
+                (self.folder / f"job-{number}").unlink()
+            except FileNotFoundError:
+                return False
+            self.abandoned.add(number)       # the worker still answers it, with nothing
+            return True
+
     def abandon(self, number: int) -> None:
-        """Nobody will ask for job ``number``'s result: remove it once it is written."""
+        """Nobody will ask for job ``number``'s result: drop it if the worker has not started
+        it, else remove its result once it is written."""
+        if self.steal(number):
+            return
         with self.lock:
             if number in self.finished:
                 self.finished.discard(number)
@@ -181,8 +205,9 @@ def start(wait: float = 0.0) -> bool:
 
 class Pending:
     """A run of ``graph`` on ``arrays``: job ``number`` of ``worker`` if it was up when
-    submitted, else here when ``result`` is first called; ``known``: values the result
-    includes besides the graph's outputs."""
+    submitted, else here when ``result`` is first called; here too if the worker has not
+    started it by then (``_Worker.steal``). ``known``: values the result includes besides the
+    graph's outputs."""
 
     def __init__(self, graph: Graph, arrays: list, worker: _Worker | None, number: int | None,
                  known: dict):
@@ -195,7 +220,7 @@ class Pending:
         counts as reference-model time (``reference.metered``)."""
         if self._result is None:
             ran = None
-            if self.number is not None:
+            if self.number is not None and not self.worker.steal(self.number):
                 with reference.timed():
                     ran = self.worker.result(self.number)
             found = reference.run_graph(self.graph, self.arrays) if ran is None else \
@@ -238,7 +263,12 @@ def _serve(folder: Path, jobs: Connection, answers: Connection) -> None:
         except EOFError:            # the parent is gone, or closed us at its exit
             shutil.rmtree(folder, ignore_errors=True)
             return
-        graph, bits = _take(folder / f"job-{number}")
+        try:
+            os.rename(folder / f"job-{number}", folder / f"run-{number}")
+        except FileNotFoundError:   # taken back by the parent (``_Worker.steal``)
+            answers.send(number)
+            continue
+        graph, bits = _take(folder / f"run-{number}")
         try:
             ran = reference.run_flatbuffer(write_tosa(graph), bits)
         except Exception:       # noqa: BLE001 - the parent raises it
