@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,12 @@ from tests.test_tosa_reference import argmax_with_bad_output, rescale_with_shift
 
 pytestmark = pytest.mark.skipif(not background._usable(),
                                 reason="no worker here (one CPU, or HWSIM_REFERENCE_WORKER=0)")
+
+
+def _folders() -> set:
+    """The reference workers' folders now on this machine."""
+    shm = Path("/dev/shm")
+    return set((shm if shm.is_dir() else Path(tempfile.gettempdir())).glob("hwsim-reference-*"))
 
 
 @pytest.fixture
@@ -116,6 +123,37 @@ def test_a_job_before_the_worker_is_up_runs_here(worker, monkeypatch):
                if n == g.outputs[0].name)
 
 
+def _in_a_forked_child(answer) -> None:
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    found = background.submit(g, [x]).result()
+    want = run_graph(g, [x])
+    answer.put(all(np.array_equal(found[name], want[name]) for name in want))
+
+
+def test_a_forked_child_leaves_its_parents_worker_alone(worker):
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    queued = background.submit(g, [x])                  # the parent's job, still pending
+    before = _folders()
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=_in_a_forked_child, args=(answer,))
+    child.start()
+    assert answer.get(timeout=120) is True
+    child.join()
+    deadline = time.monotonic() + 60        # the child's own worker, left starting, ends too
+    while _folders() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _folders() - before
+    want = run_graph(g, [x])
+    assert not worker.broken and queued.number is not None
+    assert all(np.array_equal(queued.result()[name], want[name]) for name in want)
+    later = background.submit(g, [x])
+    assert later.number is not None
+    assert all(np.array_equal(later.result()[name], want[name]) for name in want)
+
+
 def _daemonic_usable(answer) -> None:
     answer.put(background._usable())
 
@@ -156,15 +194,12 @@ def test_an_estimate_from_the_command_line_leaves_nothing_behind(tmp_path):
     from hwsim.tosa.loaders import save_graph
     path = tmp_path / "m.tosa"
     save_graph(models.model("ds_cnn", dtype="fp32", width=0.25), path)
-    folders = set(Path("/dev/shm").glob("hwsim-reference-*")) if Path("/dev/shm").is_dir() \
-        else set(Path(tempfile.gettempdir()).glob("hwsim-reference-*"))
+    folders = _folders()
     done = subprocess.run([sys.executable, "-m", "hwsim", "estimate", str(path), "--target",
                            "sme", "--mode", "fp32", "--check"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    after = set(Path("/dev/shm").glob("hwsim-reference-*")) if Path("/dev/shm").is_dir() \
-        else set(Path(tempfile.gettempdir()).glob("hwsim-reference-*"))
-    assert after <= folders
+    assert _folders() <= folders
 
 
 @pytest.mark.parametrize("target, mode, dtype", [("gap9", "cluster", "int8"),

@@ -20,7 +20,8 @@ renames or removes its file has it): this process never waits for work queued in
 The worker's start, about 0.2 s, is never waited for: a run submitted before the worker is up
 happens in this process, when its result is first asked for. There is no worker without a
 second CPU, in a daemonic process (e.g. a Dask worker's), or with ``HWSIM_REFERENCE_WORKER=0``.
-If the worker dies, its runs and all later ones happen in this process. Either way the results
+If the worker dies, its runs and all later ones happen in this process; a child made by
+``fork`` leaves its parent's worker alone. Either way the results
 are the same: the same reference model runs the same flatbuffer on the same inputs, and a
 ``ReferenceError`` carries the same message.
 """
@@ -81,7 +82,7 @@ class _Worker:
         self.numbers = itertools.count()
         self.finished: set[int] = set()     # answers read while waiting for another
         self.abandoned: set[int] = set()    # jobs whose results nobody will ask for
-        self.up = self.broken = False
+        self.up = self.broken = self.inherited = False
         self.lock = threading.RLock()    # re-entrant: a Pending may be dropped while it is held
         atexit.register(self.close)
 
@@ -120,7 +121,7 @@ class _Worker:
         """Job ``number``'s result (waiting for it), or None if the worker died first or the
         job was taken back."""
         with self.lock:
-            if number in self.abandoned:
+            if self.broken or number in self.abandoned:
                 return None
             try:
                 while number not in self.finished:
@@ -166,6 +167,8 @@ class _Worker:
     def close(self) -> None:
         """At exit: stop the worker (no result is wanted any more; it may still be starting,
         and a process that exits should not wait for that) and remove the folder."""
+        if self.inherited:
+            return
         with self.lock:
             self.broken = True
         self.jobs.close()
@@ -176,6 +179,20 @@ class _Worker:
 
 _lock = threading.Lock()
 _worker: _Worker | None = None
+
+
+def _forked() -> None:
+    """In a child made by ``fork``: the parent's worker, its pipes and folder are not this
+    process's to use or stop; the child starts its own if it needs one."""
+    global _worker, _lock
+    _lock = threading.Lock()
+    if _worker is not None:
+        _worker.lock = threading.RLock()
+        _worker.broken = _worker.inherited = True
+    _worker = None
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _usable() -> bool:
@@ -254,27 +271,29 @@ def goldens(graph: Graph, inputs) -> Pending:
 def _serve(folder: Path, jobs: Connection, answers: Connection) -> None:
     """The worker: run each job (graph, input bits) as it comes, and write
     ``reference.run_flatbuffer``'s result, or None for an error of another kind (the parent
-    then runs the job itself and raises that error)."""
-    import tosa_reference_model  # noqa: F401  (loaded before saying it is up)
-    answers.send("ready")
-    while True:
-        try:
+    then runs the job itself and raises that error). When the parent is gone (the end of its
+    pipe, or a pipe or the folder missing), the worker removes the folder and ends."""
+    try:
+        import tosa_reference_model  # noqa: F401  (loaded before saying it is up)
+        answers.send("ready")
+        while True:
             number = jobs.recv()
-        except EOFError:            # the parent is gone, or closed us at its exit
-            shutil.rmtree(folder, ignore_errors=True)
-            return
-        try:
-            os.rename(folder / f"job-{number}", folder / f"run-{number}")
-        except FileNotFoundError:   # taken back by the parent (``_Worker.steal``)
+            try:
+                os.rename(folder / f"job-{number}", folder / f"run-{number}")
+            except FileNotFoundError:   # taken back by the parent (``_Worker.steal``)
+                answers.send(number)
+                continue
+            graph, bits = _take(folder / f"run-{number}")
+            try:
+                ran = reference.run_flatbuffer(write_tosa(graph), bits)
+            except Exception:       # noqa: BLE001 - the parent raises it
+                ran = None
+            _dump(folder / f"out-{number}", ran)
             answers.send(number)
-            continue
-        graph, bits = _take(folder / f"run-{number}")
-        try:
-            ran = reference.run_flatbuffer(write_tosa(graph), bits)
-        except Exception:       # noqa: BLE001 - the parent raises it
-            ran = None
-        _dump(folder / f"out-{number}", ran)
-        answers.send(number)
+    except (EOFError, OSError):
+        pass
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
