@@ -21,9 +21,9 @@ The worker's start, about 0.2 s, is never waited for: a run submitted before the
 happens in this process, when its result is first asked for. There is no worker without a
 second CPU, in a daemonic process (e.g. a Dask worker's), or with ``HWSIM_REFERENCE_WORKER=0``.
 If the worker dies, its runs and all later ones happen in this process; a child made by
-``fork`` leaves its parent's worker alone. Either way the results
-are the same: the same reference model runs the same flatbuffer on the same inputs, and a
-``ReferenceError`` carries the same message.
+``fork`` leaves its parent's worker alone. Either way the results are the same: the same
+reference model runs the same flatbuffer on the same inputs, and a ``ReferenceError`` carries
+the same message.
 """
 
 from __future__ import annotations
@@ -126,9 +126,12 @@ class _Worker:
             try:
                 while number not in self.finished:
                     self._answer(self.answers.recv())
-            except (EOFError, OSError):
+            except (EOFError, OSError, pickle.UnpicklingError):
                 self.broken = True
                 return None
+            except BaseException:       # Ctrl-C in a read may leave the pipe out of step
+                self.broken = True
+                raise
             self.finished.discard(number)
             return _take(self.folder / f"out-{number}")
 
@@ -147,8 +150,8 @@ class _Worker:
 
     def abandon(self, number: int) -> None:
         """Nobody will ask for job ``number``'s result: drop it if the worker has not started
-        it, else remove its result once it is written."""
-        if self.steal(number):
+        it, else remove its result once it is written (a worker stopped at exit: nothing)."""
+        if self.broken or self.steal(number):
             return
         with self.lock:
             if number in self.finished:
