@@ -102,6 +102,22 @@ def test_a_job_the_worker_has_not_started_is_taken_back_and_run_here(worker):
     assert list(worker.folder.iterdir()) == []          # taken back left nothing
 
 
+def test_ctrl_c_while_waiting_gives_the_worker_up(worker, monkeypatch):
+    """A read cut short may leave the pipe out of step: the worker is not used again."""
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    pending = background.submit(g, [x])
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worker, "steal", lambda number: False)      # it has started, say
+    monkeypatch.setattr(worker.answers, "recv", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        pending.result()
+    assert worker.broken and background.submit(g, [x]).number is None
+
+
 def test_results_nobody_asks_for_are_removed(worker):
     g = models.model("ds_cnn", width=0.25)
     x = models.sample_input(g)
