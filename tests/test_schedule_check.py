@@ -46,12 +46,13 @@ def test_check_verdicts(target, name, mode):
 
 
 def _layer_goldens(monkeypatch, graph, target, mode, perturb=(), share=False):
-    """(goldens as the check finds them, every layer run on its inputs, layers run again in
-    this process) of ``graph``'s layers on ``target`` when the simulation gave the reference's
-    own values, except one element of each layer in ``perturb`` moved by one step; ``share``:
-    with the reference worker (``_goldens``)."""
-    from hwsim.schedule import lowering
-    from hwsim.schedule.check import _goldens, goldens
+    """(goldens as the check finds them, every layer run on its inputs, the layers run
+    again) of ``graph``'s layers on ``target`` when the simulation gave the reference's own
+    values, except one element of each layer in ``perturb`` moved by one step; ``share``: with
+    the reference worker (``_goldens``)."""
+    from hwsim.schedule import check, lowering
+    from hwsim.schedule.check import _goldens
+    from hwsim.schedule.goldens import goldens
     from hwsim.tosa.models import sample_input
     from hwsim.tosa.reference import goldens as every_tensor
     low = lowering(target)
@@ -69,11 +70,14 @@ def _layer_goldens(monkeypatch, graph, target, mode, perturb=(), share=False):
                            for t in layer.inputs} for layer in layers}
     rerun = []
 
-    def counted(some, given):
-        rerun.extend(layer.index for layer in some)
-        return goldens(some, given)
+    def counted(made):
+        def count(some, given, **options):
+            rerun.extend(layer.index for layer in some)
+            return made(some, given, **options)
+        return count
 
-    monkeypatch.setattr("hwsim.schedule.check.goldens", counted)
+    for name in ("Goldens", "Shared"):
+        monkeypatch.setattr(check, name, counted(getattr(check, name)))
     return _goldens(graph, layers, feeds, whole, share), goldens(layers, feeds), rerun, layers
 
 
@@ -107,13 +111,22 @@ def test_layer_goldens_shared_with_the_reference_worker_are_the_same(monkeypatch
     from hwsim.tosa.models import model as synthetic
     graph = synthetic("ds_cnn", dtype="fp32", width=0.25)
     background.start(wait=60)
-    *_, alone, _ = _layer_goldens(monkeypatch, graph, "sme", "fp32", perturb=range(6))
-    found, separate, rerun, layers = _layer_goldens(monkeypatch, graph, "sme", "fp32",
+    submitted = []
+    real = background.submit
+
+    def submit(*args, **kwargs):
+        pending = real(*args, **kwargs)
+        submitted.append(pending.number)
+        return pending
+
+    monkeypatch.setattr(background, "submit", submit)
+    found, separate, again, layers = _layer_goldens(monkeypatch, graph, "sme", "fp32",
                                                     perturb=range(6), share=True)
-    assert found.keys() == separate.keys()
+    assert len(again) > 1 and found.keys() == separate.keys()
     for index, value in separate.items():
         assert found[index].tobytes() == value.tobytes(), index
-    assert 0 < len(rerun) < len(alone) and set(rerun) <= set(alone)   # the rest ran apart
+    assert len(submitted) == 1                          # one half went to the worker
+    assert submitted[0] is not None or not background._usable()
 
 
 def test_the_check_reports_the_reference_models_own_time_apart():

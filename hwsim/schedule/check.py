@@ -10,7 +10,8 @@ together, as a graph holding a copy of each, its inputs fed as graph inputs. Run
 inputs are known before their results are needed go to the reference worker
 (``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model) before
 the lowering and the simulation (``begin``), the goldens of a narrower compute type and of the
-integer model before the goldens of the graph type's layers. Verdicts are
+integer model before the goldens of the graph type's layers, which are otherwise shared with
+the worker (``hwsim.schedule.goldens.Shared``). Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.schedule import requantise
-from hwsim.schedule.goldens import Goldens, goldens
+from hwsim.schedule.goldens import Goldens, Shared
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
@@ -257,8 +258,7 @@ def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool) 
     the layer is the graph's operators and its inputs are the values that run computed for
     them, as the reference model computes the same from the same; else from one reference run
     of all the other layers (``goldens``), or with ``share`` (the reference worker has nothing
-    else to run) two, one in the worker and one here at the same time, each with about half
-    of the work (``_halves``)."""
+    else to run) two at the same time, one in the worker (``Shared``)."""
     def computed(layer) -> bool:
         return graph.producer(layer.output) is layer.ops[-1] and all(
             _identical(feeds[layer.index][t.name], whole[t.name], t.dtype)
@@ -266,22 +266,8 @@ def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool) 
 
     found = {layer.index: whole[layer.output.name] for layer in layers if computed(layer)}
     rest = [layer for layer in layers if layer.index not in found]
-    if share and len(rest) > 1:
-        there, here = _halves(rest)
-        submitted = Goldens(there, feeds)
-        return {**found, **goldens(here, feeds), **submitted.result()}
-    return {**found, **(goldens(rest, feeds) if rest else {})}
-
-
-def _halves(layers: list) -> tuple[list, list]:
-    """``layers`` in two groups of about the same reference-model work, counted as MACs and
-    output elements (largest first, each to the lighter group)."""
-    groups, work = ([], []), [0, 0]
-    for layer in sorted(layers, key=lambda layer: -(layer.macs + layer.output.size)):
-        lighter = work.index(min(work))
-        groups[lighter].append(layer)
-        work[lighter] += layer.macs + layer.output.size
-    return groups
+    return {**found, **(Shared(rest, feeds) if share else
+                       Goldens(rest, feeds, beside=False)).result()}
 
 
 def _identical(a, b, dt) -> bool:

@@ -45,12 +45,14 @@ class Goldens:
             values += [feeds[layer.index][t.name] for t in layer.inputs]
             self.which[out] = layer.index
         outputs = [t for op in ops for t in op.outputs if t.name in self.which]
-        self.graph = Graph(ops, inputs, outputs, "layers", valid_ops=valid)
+        self.graph = Graph(ops, inputs, outputs, "layers", valid_ops=valid) if layers else None
         self.values = values
-        self.pending = background.submit(self.graph, values) if beside else None
+        self.pending = background.submit(self.graph, values) if beside and layers else None
 
     def result(self) -> dict:
         """Layer index -> its golden; a layer the reference rejects gets its ReferenceError."""
+        if not self.layers:
+            return {}
         try:
             found = self.pending.result() if self.pending is not None else \
                 run_graph(self.graph, self.values)
@@ -65,6 +67,31 @@ class Goldens:
             except ReferenceError as exc:
                 out[layer.index] = exc
         return out
+
+
+class Shared:
+    """``Goldens(layers, feeds)`` shared with the reference worker: about half of the work
+    (``_halves``) submitted when made, the other half run here when ``result`` is called, at
+    the same time."""
+
+    def __init__(self, layers: list, feeds: dict, valid: bool = True):
+        there, here = _halves(layers) if len(layers) > 1 else ([], layers)
+        self.submitted = Goldens(there, feeds, valid=valid)
+        self.here = Goldens(here, feeds, beside=False, valid=valid)
+
+    def result(self) -> dict:
+        return {**self.here.result(), **self.submitted.result()}
+
+
+def _halves(layers: list) -> tuple[list, list]:
+    """``layers`` in two groups of about the same reference-model work, counted as MACs and
+    output elements (largest first, each to the lighter group)."""
+    groups, work = ([], []), [0, 0]
+    for layer in sorted(layers, key=lambda layer: -(layer.macs + layer.output.size)):
+        lighter = work.index(min(work))
+        groups[lighter].append(layer)
+        work[lighter] += layer.macs + layer.output.size
+    return groups
 
 
 def goldens(layers: list, feeds: dict, valid: bool = True) -> dict:

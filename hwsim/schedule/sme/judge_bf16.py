@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.schedule.goldens import Goldens
+from hwsim.schedule.goldens import Shared
 from hwsim.schedule.lowering import Layer
 from hwsim.targets.sme.layouts import bf16_bits, bf16_values
 from hwsim.tosa.fp64 import references
@@ -62,9 +62,9 @@ def judge_bf16(cases: list, mode: str, rule: DotProductRule = DotProductRule()) 
         single = rounded_operator(op, made)
         layers.append(Layer(i, [single]))
         feeds[i] = {t.name: bf16_round(values[t.name]) for t in layers[-1].inputs}
-    submitted = Goldens(layers, feeds)        # the reference worker runs it meanwhile
+    shared = Shared(layers, feeds)      # half of it starts in the reference worker now
     bounds = references([(layer.ops[0], feeds[layer.index]) for layer in layers])
-    golden = submitted.result()
+    golden = shared.result()
     failed = next((g for g in golden.values() if isinstance(g, ReferenceError)), None)
     if failed is not None:
         raise failed
