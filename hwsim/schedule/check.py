@@ -39,11 +39,11 @@ import numpy as np
 from hwsim.schedule import requantise
 from hwsim.schedule.goldens import Goldens, Shared
 from hwsim.schedule.lowering import Layer
+from hwsim.tosa import background
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.judge import Verdict, exact_count, judge, statistics
-from hwsim.tosa import background
 from hwsim.tosa.reference import ReferenceError
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
@@ -164,8 +164,7 @@ class _Narrow:
                 for t in narrow.inputs}
             self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
                 narrow.output.dtype.np)
-        self.goldens = Goldens(list(self.layers.values()), self.feeds, valid=False) \
-            if self.layers else None
+        self.goldens = Goldens(list(self.layers.values()), self.feeds, valid=False)
 
     def verdicts(self, indices: list) -> dict:
         """The verdicts of the layers ``indices`` (those of the candidates that deviate)."""
@@ -257,7 +256,7 @@ def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool) 
     """Each layer's golden: its output in the whole-graph run ``whole`` (every tensor) when
     the layer is the graph's operators and its inputs are the values that run computed for
     them, as the reference model computes the same from the same; else from one reference run
-    of all the other layers (``goldens``), or with ``share`` (the reference worker has nothing
+    of all the other layers (``Goldens``), or with ``share`` (the reference worker has nothing
     else to run) two at the same time, one in the worker (``Shared``)."""
     def computed(layer) -> bool:
         return graph.producer(layer.output) is layer.ops[-1] and all(

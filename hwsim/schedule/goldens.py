@@ -1,8 +1,8 @@
 """The reference model's output for each layer of a model, on the inputs the simulator gave
 that layer: one reference run of a graph holding a copy of each layer, its inputs fed as graph
-inputs (``hwsim.schedule.check`` judges against these). ``goldens`` runs it in this process,
-``Goldens`` submits it to the reference worker (``hwsim.tosa.background``) to be picked up
-later."""
+inputs (``hwsim.schedule.check`` judges against these): ``Goldens`` runs it in this process or
+submits it to the reference worker (``hwsim.tosa.background``), ``Shared`` splits it between
+the two."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ class Goldens:
         out = {}
         for layer in self.layers:                  # find the layer the reference rejects
             try:
-                out.update(Goldens([layer], self.feeds, False, self.valid).result())
+                out.update(Goldens([layer], self.feeds, beside=False,
+                                   valid=self.valid).result())
             except ReferenceError as exc:
                 out[layer.index] = exc
         return out
@@ -92,8 +93,3 @@ def _halves(layers: list) -> tuple[list, list]:
         groups[lighter].append(layer)
         work[lighter] += layer.macs + layer.output.size
     return groups
-
-
-def goldens(layers: list, feeds: dict, valid: bool = True) -> dict:
-    """``Goldens(layers, feeds, valid=valid)``'s result, run in this process."""
-    return Goldens(layers, feeds, beside=False, valid=valid).result()
