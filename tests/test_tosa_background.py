@@ -171,6 +171,24 @@ def test_a_forked_child_leaves_its_parents_worker_alone(worker):
     assert all(np.array_equal(later.result()[name], want[name]) for name in want)
 
 
+def test_no_process_to_be_had_means_every_run_here(monkeypatch):
+    """A worker that cannot be started (a limit on processes) leaves nothing behind and the
+    runs to this process."""
+    def refused(*args, **kwargs):
+        raise OSError("no more processes")
+
+    before = _folders()
+    monkeypatch.setattr(background, "_worker", None)
+    monkeypatch.setattr(background, "_refused", False)
+    monkeypatch.setattr(background.subprocess, "Popen", refused)
+    g = models.model("ds_cnn", width=0.25)
+    x = models.sample_input(g)
+    pending = background.submit(g, [x])
+    assert pending.number is None and background._refused and _folders() == before
+    want = run_graph(g, [x])
+    assert all(np.array_equal(pending.result()[name], want[name]) for name in want)
+
+
 def _daemonic_usable(answer) -> None:
     answer.put(background._usable())
 

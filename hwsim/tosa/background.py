@@ -72,9 +72,15 @@ class _Worker:
                                             dir=shm if shm.is_dir() else None))
         down_r, down_w = os.pipe()      # job numbers to the worker
         up_r, up_w = os.pipe()          # "ready", then the numbers of finished jobs
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "hwsim.tosa.background", str(self.folder), str(down_r),
-             str(up_w)], pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "hwsim.tosa.background", str(self.folder), str(down_r),
+                 str(up_w)], pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL)
+        except OSError:
+            for fd in (down_r, down_w, up_r, up_w):
+                os.close(fd)
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         os.close(down_r)
         os.close(up_w)
         self.jobs = Connection(down_w, readable=False)
@@ -182,6 +188,7 @@ class _Worker:
 
 _lock = threading.Lock()
 _worker: _Worker | None = None
+_refused = False                # starting one failed
 
 
 def _forked() -> None:
@@ -210,10 +217,13 @@ def _usable() -> bool:
 def start(wait: float = 0.0) -> bool:
     """Start the worker if there can be one and none is started; wait up to ``wait`` seconds
     for it to be up. Whether it is up."""
-    global _worker
+    global _worker, _refused
     with _lock:
-        if _worker is None and _usable():
-            _worker = _Worker()
+        if _worker is None and not _refused and _usable():
+            try:
+                _worker = _Worker()
+            except OSError:         # no process to be had (a limit): every run here
+                _refused = True
         worker = _worker
     if worker is None:
         return False
