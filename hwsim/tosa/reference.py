@@ -153,15 +153,16 @@ def run_graph(graph: Graph, inputs: Inputs, isolated: bool = False) -> dict[str,
     """Run ``graph`` on the reference model; the outputs by name, as each tensor's values.
     ``isolated`` runs the reference model binary in a subprocess (thread-safe, slower)."""
     with timed():
-        arrays = bits(graph, inputs)
+        arrays = bits(graph, graph_inputs(graph, inputs))
         if isolated or binary_only(graph):
             return dict(zip((t.name for t in graph.outputs), _run_binary(graph, arrays)[0]))
         return results(graph, run_flatbuffer(write_tosa(graph), arrays))
 
 
-def bits(graph: Graph, inputs: Inputs) -> list[np.ndarray]:
-    """The inputs as the reference model takes them (``graph_inputs``, then their bits)."""
-    return [to_bits(t.dtype, a) for t, a in zip(graph.inputs, graph_inputs(graph, inputs))]
+def bits(graph: Graph, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The inputs as ``graph_inputs`` gives them, as the reference model takes them: their
+    bits."""
+    return [to_bits(t.dtype, a) for t, a in zip(graph.inputs, arrays)]
 
 
 def binary_only(graph: Graph) -> bool:
