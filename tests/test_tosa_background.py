@@ -97,8 +97,9 @@ def test_a_job_the_worker_has_not_started_is_taken_back_and_run_here(worker):
     assert not worker.steal(second.number)              # and cannot be taken twice
     want = run_graph(small, [y])
     assert all(np.array_equal(second.result()[name], want[name]) for name in want)
+    number = first.number
     first.result()
-    assert not worker.steal(first.number)               # done: nothing to take back
+    assert not worker.steal(number)                     # done: nothing to take back
     background.submit(small, [y]).result()              # the worker's answer to the one
     assert list(worker.folder.iterdir()) == []          # taken back left nothing
 
@@ -119,13 +120,29 @@ def test_ctrl_c_while_waiting_gives_the_worker_up(worker, monkeypatch):
     assert worker.broken and background.submit(g, [x]).number is None
 
 
+def _claimed(worker, number: int) -> None:
+    """Wait until the worker has taken job ``number`` (its file is renamed)."""
+    deadline = time.monotonic() + 60
+    while (worker.folder / f"job-{number}").exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not (worker.folder / f"job-{number}").exists()
+
+
 def test_results_nobody_asks_for_are_removed(worker):
-    g = models.model("ds_cnn", width=0.25)
-    x = models.sample_input(g)
-    dropped = background.submit(g, [x])
-    assert dropped.number is not None
-    del dropped
-    background.submit(g, [x]).result()
+    big, small = models.model("resnet8", dtype="fp32"), models.model("ds_cnn", width=0.25)
+    x, y = models.sample_input(big), models.sample_input(small)
+    first = background.submit(big, [x])                 # keeps the worker busy
+    waiting = background.submit(small, [y])
+    number = waiting.number
+    del waiting                                         # not started: dropped
+    assert not (worker.folder / f"job-{number}").exists()
+    first.result()
+    running = background.submit(big, [x])
+    _claimed(worker, running.number)
+    del running                                         # started: its result goes on arrival
+    last = background.submit(small, [y])
+    _claimed(worker, last.number)                       # so the one before has ended
+    last.result()
     assert list(worker.folder.iterdir()) == []
 
 
