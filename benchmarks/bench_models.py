@@ -96,9 +96,8 @@ from hwsim.tosa import background
 def peak_kb(pid):
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-worker = background._worker
-print(call, time.perf_counter() - start, peak_kb("self"),
-      peak_kb(worker.process.pid) if worker is not None and not worker.broken else 0)
+worker = background.worker_pid()
+print(call, time.perf_counter() - start, peak_kb("self"), 0 if worker is None else peak_kb(worker))
 """
 
 

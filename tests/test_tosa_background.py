@@ -36,6 +36,7 @@ def worker():
     background._worker = None
     assert background.start(wait=60)
     made = background._worker
+    assert background.worker_pid() == made.process.pid
     yield made
     made.close()
     background._worker = saved
@@ -83,6 +84,7 @@ def test_a_dead_worker_leaves_its_runs_and_the_later_ones_to_this_process(worker
     assert all(np.array_equal(found[name], want[name]) for name in want)
     later = background.submit(g, [x])
     assert later.number is None and worker.broken and not background.start()
+    assert background.worker_pid() is None
     assert all(np.array_equal(later.result()[name], want[name]) for name in want)
     worker.close()                  # what the dead worker left (a job it had begun) goes too
     assert not worker.folder.exists()

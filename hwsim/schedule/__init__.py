@@ -212,17 +212,19 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     from hwsim.schedule.check import check as judge
     from hwsim.schedule.run import attribute, simulate
     wall = {}
-    begun = None
+    feeds = begun = None
 
     def begin(rewritten: Rewritten) -> None:       # the check's runs beside the lowering
-        nonlocal begun
-        begun = begin_check(rewritten.graph, _feeds(rewritten, inputs), rewritten)
+        nonlocal feeds, begun
+        feeds = _feeds(rewritten, inputs)
+        begun = begin_check(rewritten.graph, feeds, rewritten)
 
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(
         model, target, mode, weight_bits, params, numerics, cache,
         warm_up=engine in (None, "compiled"), begin=begin if check else None)
-    feeds = _feeds(lowered.rewritten, inputs)
+    if feeds is None:
+        feeds = _feeds(lowered.rewritten, inputs)
     wall["lower"] = time.perf_counter() - start
     sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine)
     wall["simulate"] = sim.seconds

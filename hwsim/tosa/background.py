@@ -233,6 +233,12 @@ def start(wait: float = 0.0) -> bool:
     return worker.ready()
 
 
+def worker_pid() -> int | None:
+    """The process id of the worker, if one is running for this process."""
+    worker = _worker
+    return worker.process.pid if worker is not None and not worker.broken else None
+
+
 class Pending:
     """A run of ``graph`` on ``arrays``: job ``number`` of ``worker`` if it was up when
     submitted, else here when ``result`` is first called; here too if the worker has not
