@@ -52,6 +52,7 @@ def _layer_goldens(monkeypatch, graph, target, mode, perturb=(), share=False):
     the reference worker (``_goldens``)."""
     from hwsim.schedule import check, lowering
     from hwsim.schedule.check import _goldens
+    from hwsim.schedule.goldens import Ahead
     from hwsim.schedule.goldens import Goldens
     from hwsim.tosa.models import sample_input
     from hwsim.tosa.reference import goldens as every_tensor
@@ -79,7 +80,7 @@ def _layer_goldens(monkeypatch, graph, target, mode, perturb=(), share=False):
     for name in ("Goldens", "Shared"):
         monkeypatch.setattr(check, name, counted(getattr(check, name)))
     separate = Goldens(layers, feeds, beside=False).result()
-    return _goldens(graph, layers, feeds, whole, share), separate, rerun, layers
+    return _goldens(graph, layers, feeds, whole, share, Ahead()), separate, rerun, layers
 
 
 @pytest.mark.parametrize("name,dtype,target,mode", [("ds_cnn", "int8", "gap9", "exact"),

@@ -106,6 +106,20 @@ def test_a_job_the_worker_has_not_started_is_taken_back_and_run_here(worker):
     assert list(worker.folder.iterdir()) == []          # taken back left nothing
 
 
+def test_a_run_is_done_once_the_worker_has_written_its_result(worker):
+    small = models.model("ds_cnn", width=0.25)
+    y = models.sample_input(small)
+    pending = background.submit(small, [y])
+    deadline = time.monotonic() + 60
+    while not pending.done():           # never waits: it reads the answers that have come
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert pending.number in worker.finished
+    want = run_graph(small, [y])
+    assert all(np.array_equal(pending.result()[name], want[name]) for name in want)
+    assert pending.done()
+
+
 def test_ctrl_c_while_waiting_gives_the_worker_up(worker, monkeypatch):
     """A read cut short may leave the pipe out of step: the worker is not used again."""
     g = models.model("ds_cnn", width=0.25)
@@ -257,11 +271,24 @@ def test_an_estimate_from_the_command_line_leaves_nothing_behind(tmp_path):
 
 
 @pytest.mark.parametrize("target, mode, dtype", [("gap9", "cluster", "int8"),
+                                                 ("gap9", "ne16", "int8"),
                                                  ("hmx", "dequantise", "int8"),
-                                                 ("sme", "fp32", "fp32")])
+                                                 ("sme", "fp32", "fp32"),
+                                                 ("sme", "bf16", "fp32")])
 def test_a_check_judges_the_same_with_the_worker_and_without(worker, monkeypatch, target, mode,
                                                              dtype):
+    """The same verdicts; on SME, which runs its program before the timing, the float layers'
+    goldens were submitted during the simulation (``check.ahead``), elsewhere not."""
+    from hwsim.schedule import check
     g = models.model("ds_cnn", dtype=dtype, width=0.25)
+    made = []
+
+    def ahead(*args):
+        made.append(real(*args))
+        return made[-1]
+
+    real = check.ahead
+    monkeypatch.setattr(check, "ahead", ahead)
 
     def report():
         r = hwsim.estimate(g, target, mode=mode, check=True)
@@ -269,6 +296,35 @@ def test_a_check_judges_the_same_with_the_worker_and_without(worker, monkeypatch
                 {k: str(v) for k, v in r.output_verdicts.items()}, r.cycles)
 
     with_worker = report()
+    if target == "sme":
+        assert made and made[0].submitted and made[0].made
+    else:
+        assert not made
     assert background.start()
     monkeypatch.setattr(worker, "broken", True)        # every run in this process
     assert report() == with_worker
+
+
+def test_goldens_the_worker_has_not_started_are_taken_back_from_the_last(worker):
+    """``Ahead.results``: the runs still queued behind a long one are run here, last first;
+    every golden is what each layer run on its own inputs gives."""
+    from hwsim.schedule.goldens import Ahead, Goldens
+    from hwsim.schedule.lowering import Layer
+    g = models.model("ds_cnn", dtype="fp32", width=0.25)
+    x = models.sample_input(g)
+    whole = goldens(g, [x])
+    layers = [Layer(i, [op]) for i, op in enumerate(g)]
+    feeds = {layer.index: {t.name: whole[t.name] for t in layer.inputs} for layer in layers}
+    busy = background.submit(models.model("resnet8", dtype="fp32"),
+                             [models.sample_input(models.model("resnet8", dtype="fp32"))])
+    early = Ahead(layers, {g.inputs[0].name: x}, lambda layer, f: (layer, f))
+    for layer in layers:
+        early.heard(layer.index, whole[layer.output.name])
+    parts = list(early.submitted)
+    assert len(parts) > 1 and all(p.pending.number is not None for p in parts)
+    found = early.results()
+    assert parts[-1].pending.number is None            # taken back: run here
+    want = Goldens(layers, feeds, beside=False).result()
+    assert found.keys() == want.keys()
+    assert all(found[i].tobytes() == want[i].tobytes() for i in want)
+    busy.result()

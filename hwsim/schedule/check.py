@@ -11,7 +11,8 @@ inputs are known before their results are needed go to the reference worker
 (``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model) before
 the lowering and the simulation (``begin``), the goldens of a narrower compute type and of the
 integer model before the goldens of the graph type's layers, which are otherwise shared with
-the worker (``hwsim.schedule.goldens.Shared``). Verdicts are
+the worker (``hwsim.schedule.goldens.Shared``), or, on a machine that knows every layer's
+output long before its simulation ends, submitted then (``ahead``). Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
 
@@ -37,7 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.schedule import requantise
-from hwsim.schedule.goldens import Goldens, Shared
+from hwsim.schedule.goldens import Ahead, Goldens, Shared, layer_feeds
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa import background
 from hwsim.tosa.dtypes import dtype as lookup
@@ -196,19 +197,39 @@ def begin(graph: Graph, inputs: dict, rewritten=None) -> Begun:
     return Begun(whole, source)
 
 
+def ahead(graph: Graph, layers: list, inputs: dict, low, options, begun: Begun) -> Ahead:
+    """The goldens ``check`` will need for ``layers`` on the simulated values, submitted once
+    the simulation has read every layer's output, while it goes on (``goldens.Ahead``, told
+    them by ``run.simulate(heard=...)``): for a layer the lowering judges itself, the run its
+    judge needs (``Lowering.golden``); for the others, the layer unless the whole-graph run,
+    if done by then, gives it (``_computed``)."""
+    whole, made = begun.whole, {}
+
+    def make(layer, feeds: dict) -> tuple | None:
+        if low.judges(layer, options):
+            return low.golden(layer, feeds, options, made)
+        if whole.done() and _computed(graph, layer, feeds, whole.result()):
+            return None
+        return layer, feeds
+
+    return Ahead(layers, inputs, make)
+
+
 def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
-          low, options, rewritten=None, begun: Begun | None = None) -> Check:
+          low, options, rewritten=None, begun: Begun | None = None,
+          early: Ahead | None = None) -> Check:
     """Verdicts of every layer's simulated output (``values``) and of the graph outputs, by
     the lowering ``low`` where it judges a layer itself (``Lowering.judge``), else as the
     module docstring says; when ``rewritten`` runs an integer graph in float LSB units, each
     verdict also holds the integer model's (``Verdict.requantised``, ``requantise``).
-    ``begun``: the runs ``begin`` submitted for these inputs (else they are made here)."""
+    ``begun``: the runs ``begin`` submitted for these inputs (else they are made here);
+    ``early``: the goldens ``ahead`` submitted during the simulation."""
+    early = early if early is not None else Ahead()
     begun = begun or begin(graph, inputs, rewritten)
     compute_types = low.compute_types(options)
     producer = {layer.output.name: layer.index for layer in layers}
-    feeds = {layer.index: {t.name: values[producer[t.name]] if t.name in producer
-                           else inputs[t.name] for t in layer.inputs} for layer in layers}
-    verdicts = dict(low.judge(layers, values, feeds, options))
+    feeds = {layer.index: layer_feeds(layer, producer, values, inputs) for layer in layers}
+    verdicts = dict(low.judge(layers, values, feeds, options, early))
     rest = [layer for layer in layers if layer.index not in verdicts]
     narrow = None
     if compute_types:
@@ -219,7 +240,7 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     if requantising:
         integer = requantise.Verdicts(rewritten, layers, values, inputs)
     whole = begun.whole.result()
-    golden = _goldens(graph, rest, feeds, whole, share=narrow is None and not requantising)
+    golden = _goldens(graph, rest, feeds, whole, narrow is None and not requantising, early)
     floats = []
     for layer in rest:
         g = golden[layer.index]
@@ -252,21 +273,29 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     return Check(verdicts, out_verdicts, reference)
 
 
-def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool) -> dict:
+def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool,
+             early: Ahead) -> dict:
     """Each layer's golden: its output in the whole-graph run ``whole`` (every tensor) when
-    the layer is the graph's operators and its inputs are the values that run computed for
-    them, as the reference model computes the same from the same; else from one reference run
-    of all the other layers (``Goldens``), or with ``share`` (the reference worker has nothing
-    else to run) two at the same time, one in the worker (``Shared``)."""
-    def computed(layer) -> bool:
-        return graph.producer(layer.output) is layer.ops[-1] and all(
-            _identical(feeds[layer.index][t.name], whole[t.name], t.dtype)
-            for t in layer.inputs)
-
-    found = {layer.index: whole[layer.output.name] for layer in layers if computed(layer)}
+    ``_computed``; else from one reference run of all the other layers (``Goldens``), or with
+    ``share`` (the reference worker has nothing else to run) two at the same time, one in the
+    worker (``Shared``), except those submitted during the simulation (``early``), picked up
+    after that."""
+    found = {layer.index: whole[layer.output.name] for layer in layers
+             if _computed(graph, layer, feeds[layer.index], whole)}
     rest = [layer for layer in layers if layer.index not in found]
-    return {**found, **(Shared(rest, feeds) if share else
-                       Goldens(rest, feeds, beside=False)).result()}
+    later = [layer for layer in rest if layer.index not in early.made]
+    found.update((Shared(later, feeds) if share else Goldens(later, feeds, beside=False)).result())
+    ran = early.results() if len(later) < len(rest) else {}
+    found.update((layer.index, ran[layer.index]) for layer in rest if layer.index not in found)
+    return found
+
+
+def _computed(graph: Graph, layer, feeds: dict, whole: dict) -> bool:
+    """The whole-graph run ``whole`` gives ``layer``'s golden: the layer is the graph's
+    operators and its inputs (``feeds``) are the values that run computed for them, as the
+    reference model computes the same from the same."""
+    return graph.producer(layer.output) is layer.ops[-1] and all(
+        _identical(feeds[t.name], whole[t.name], t.dtype) for t in layer.inputs)
 
 
 def _identical(a, b, dt) -> bool:

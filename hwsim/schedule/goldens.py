@@ -2,23 +2,33 @@
 that layer: one reference run of a graph holding a copy of each layer, its inputs fed as graph
 inputs (``hwsim.schedule.check`` judges against these): ``Goldens`` runs it in this process or
 submits it to the reference worker (``hwsim.tosa.background``), ``Shared`` splits it between
-the two."""
+the two, ``Ahead`` submits them while the simulation is still running, once it has read every
+layer's output."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 from hwsim.tosa import background
 from hwsim.tosa.ir import Graph, Operator, Tensor
 from hwsim.tosa.reference import ReferenceError, run_graph
 
 
-def _copy(layer, tag: str) -> tuple[list, list, str]:
-    """The layer's operators with their non-constant tensors renamed ``tag:name``: (operators,
-    new input tensors, output name)."""
+def _copy(layer, tag: str, constants: dict) -> tuple[list, list, str]:
+    """The layer's operators with their non-constant tensors renamed ``tag:name``, and their
+    constants too where ``constants`` (name -> tensor, of the layers copied before into the
+    same graph) has another of the same name (a judge's copy of an operator with rounded
+    weights beside a layer reading the originals): (operators, new input tensors, output
+    name)."""
     renamed: dict[str, Tensor] = {}
 
     def tensor(t: Tensor) -> Tensor:
         if t.is_const:
-            return t
+            if constants.setdefault(t.name, t) is t:
+                return t
+            if t.name not in renamed:
+                renamed[t.name] = Tensor(f"{tag}:{t.name}", t.shape, t.dtype, t.data)
+            return renamed[t.name]
         if t.name not in renamed:
             renamed[t.name] = Tensor(f"{tag}:{t.name}", t.shape, t.dtype)
         return renamed[t.name]
@@ -37,9 +47,9 @@ class Goldens:
 
     def __init__(self, layers: list, feeds: dict, beside: bool = True, valid: bool = True):
         self.layers, self.feeds, self.valid = layers, feeds, valid
-        ops, inputs, values, self.which = [], [], [], {}
+        ops, inputs, values, self.which, constants = [], [], [], {}, {}
         for layer in layers:
-            layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}")
+            layer_ops, layer_inputs, out = _copy(layer, f"L{layer.index}", constants)
             ops += layer_ops
             inputs += layer_inputs
             values += [feeds[layer.index][t.name] for t in layer.inputs]
@@ -48,6 +58,11 @@ class Goldens:
         self.graph = Graph(ops, inputs, outputs, "layers", valid_ops=valid) if layers else None
         self.values = values
         self.pending = background.submit(self.graph, values) if beside and layers else None
+
+    def take_back(self) -> bool:
+        """Take the run back from the worker if it has not started it (then ``result`` runs
+        it here); whether it was."""
+        return self.pending is not None and self.pending.take_back()
 
     def result(self) -> dict:
         """Layer index -> its golden; a layer the reference rejects gets its ReferenceError."""
@@ -72,11 +87,11 @@ class Goldens:
 
 class Shared:
     """``Goldens(layers, feeds)`` shared with the reference worker: about half of the work
-    (``_halves``) submitted when made, the other half run here when ``result`` is called, at
+    (``_parts``) submitted when made, the other half run here when ``result`` is called, at
     the same time."""
 
     def __init__(self, layers: list, feeds: dict, valid: bool = True):
-        there, here = _halves(layers) if len(layers) > 1 else ([], layers)
+        there, here = _parts(layers, 2) if len(layers) > 1 else ([], layers)
         self.submitted = Goldens(there, feeds, valid=valid)
         self.here = Goldens(here, feeds, beside=False, valid=valid)
 
@@ -84,12 +99,67 @@ class Shared:
         return {**self.here.result(), **self.submitted.result()}
 
 
-def _halves(layers: list) -> tuple[list, list]:
-    """``layers`` in two groups of about the same reference-model work, counted as MACs and
-    output elements (largest first, each to the lighter group)."""
-    groups, work = ([], []), [0, 0]
+def _parts(layers: list, n: int) -> list[list]:
+    """``layers`` in ``n`` groups (the empty ones left out) of about the same reference-model
+    work, counted as MACs and output elements (largest first, each to the lightest group)."""
+    groups, work = [[] for _ in range(n)], [0] * n
     for layer in sorted(layers, key=lambda layer: -(layer.macs + layer.output.size)):
-        lighter = work.index(min(work))
-        groups[lighter].append(layer)
-        work[lighter] += layer.macs + layer.output.size
-    return groups
+        lightest = work.index(min(work))
+        groups[lightest].append(layer)
+        work[lightest] += layer.macs + layer.output.size
+    return [group for group in groups if group]
+
+
+def layer_feeds(layer, producer: dict, values: dict, inputs: dict) -> dict:
+    """The values of ``layer``'s inputs by name: its producers' simulated outputs (``producer``:
+    tensor name -> layer index, ``values``: layer index -> output) or the model's ``inputs``."""
+    return {t.name: values[producer[t.name]] if t.name in producer else inputs[t.name]
+            for t in layer.inputs}
+
+
+PARTS = 4       # the runs ``Ahead`` splits the goldens in
+
+
+class Ahead:
+    """Layer goldens run while the simulation goes on, in the reference worker: once the
+    simulation has read every layer's output (``heard``), the runs ``make`` gives are
+    submitted in ``PARTS`` runs of about equal work, to run as soon as the worker is free;
+    those it has not started when they are wanted are taken back and run here (``results``).
+    ``make(layer, feeds)``: the layer to run for ``layer`` (itself, or a copy of its operators
+    as a judge runs them, with the same index) and its input values, or None if it needs no
+    run of its own (``made``: layer index -> the run and its inputs, of those submitted).
+    ``inputs``: the model's."""
+
+    def __init__(self, layers: list = (), inputs: dict | None = None,
+                 make: Callable[[object, dict], tuple | None] | None = None):
+        self.layers, self.inputs, self.make = list(layers), inputs, make
+        self.values: dict = {}
+        self.submitted: list[Goldens] = []
+        self.made: dict = {}        # layer index -> (the layer run, its input values)
+        self._results: dict | None = None
+
+    def heard(self, index: int, value) -> None:
+        """Layer ``index``'s simulated output is ``value``."""
+        self.values[index] = value
+        if len(self.values) < len(self.layers):
+            return
+        producer = {layer.output.name: layer.index for layer in self.layers}
+        made = (self.make(layer, layer_feeds(layer, producer, self.values, self.inputs))
+                for layer in self.layers)
+        self.made = {run.index: (run, feeds) for run, feeds in filter(None, made)}
+        feeds = {index: feeds for index, (_, feeds) in self.made.items()}
+        self.submitted = [Goldens(part, feeds) for part in
+                          _parts([run for run, _ in self.made.values()], PARTS)]
+
+    def results(self) -> dict:
+        """Layer index -> golden (or ReferenceError) of every layer submitted. The worker runs
+        them first to last; from the last, each it has not started is taken back and run here
+        in the meantime, until it has started them all."""
+        if self._results is None:
+            found, left = {}, list(self.submitted)
+            while left and left[-1].take_back():
+                found.update(left.pop().result())
+            for goldens in left:
+                found.update(goldens.result())
+            self._results = found
+        return self._results

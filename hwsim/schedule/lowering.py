@@ -246,10 +246,23 @@ class Lowering:
     def bit_exact(self, mode: str) -> bool:
         return mode == "exact"
 
-    def judge(self, layers: list[Layer], values: dict, feeds: dict, options: Options) -> dict:
-        """Verdicts (layer index -> Verdict) of the layers the lowering judges itself, given
-        every layer's simulated output and inputs (``values[index]``, ``feeds[index][name]``);
-        the scheduler judges the rest. Default: none."""
+    def judges(self, layer: Layer, options: Options) -> bool:
+        """Whether the lowering judges ``layer`` itself (``judge``). Default: none."""
+        return False
+
+    def golden(self, layer: Layer, feeds: dict, options: Options, made: dict) -> tuple:
+        """For a layer the lowering judges, the reference run its ``judge`` needs, given the
+        layer's input values: (a layer of the same index, its input values by name). ``made``:
+        kept between calls, for the tensors they make (runs of several layers together must
+        share a tensor the layers share)."""
+        raise NotImplementedError
+
+    def judge(self, layers: list[Layer], values: dict, feeds: dict, options: Options,
+              early) -> dict:
+        """Verdicts (layer index -> Verdict) of the layers the lowering judges itself
+        (``judges``), given every layer's simulated output and inputs (``values[index]``,
+        ``feeds[index][name]``) and the runs ``golden`` gave submitted during the simulation
+        (``hwsim.schedule.goldens.Ahead``); the scheduler judges the rest. Default: none."""
         return {}
 
     def layers(self, graph: Graph, options: Options) -> list[Layer]:

@@ -46,11 +46,12 @@ class Simulation:
 
 class Checkpoints:
     """Copies each layer's output once all of its writers have finished (module docstring): a
-    watcher of ``Machine.run``."""
+    watcher of ``Machine.run``. ``heard(layer, value)``: told each layer's output as it is
+    copied."""
 
-    def __init__(self, lowered: Lowered, machine):
-        self.machine, self.lowered = machine, lowered
-        self.raw: dict[int, np.ndarray] = {}
+    def __init__(self, lowered: Lowered, machine, heard=None):
+        self.machine, self.lowered, self.heard = machine, lowered, heard
+        self.copied: dict[int, np.ndarray] = {}
         self.pending: dict[int, int] = {}
         self.by_op: dict[int, list[int]] = {}
         self._matched = None
@@ -114,25 +115,28 @@ class Checkpoints:
             self._snap(layer)
 
     def _snap(self, layer: int) -> None:
-        if layer not in self.raw:
+        if layer not in self.copied:
             place = self.lowered.checkpoints[layer].place
-            self.raw[layer] = self.machine.memory(place.space).read(place.addr, place.nbytes)
+            value = self.copied[layer] = place.decode(
+                self.machine.memory(place.space).read(place.addr, place.nbytes))
+            if self.heard is not None:
+                self.heard(layer, value)
 
     def values(self) -> dict[int, np.ndarray]:
         for layer in self.lowered.checkpoints:      # writers ending the program
             self._snap(layer)
-        return {layer: self.lowered.checkpoints[layer].place.decode(raw)
-                for layer, raw in self.raw.items()}
+        return self.copied
 
 
 def simulate(lowered: Lowered, machine, inputs: dict, params: dict, numerics: bool = True,
-             progress=None, engine: str | None = None) -> Simulation:
-    """Load the image and inputs, run the program, read every layer's output."""
+             progress=None, engine: str | None = None, heard=None) -> Simulation:
+    """Load the image and inputs, run the program, read every layer's output (``heard(layer,
+    value)`` is told each as soon as it is read)."""
     for space, addr, data in lowered.image:
         machine.memory(space).write(addr, data)
     for name, place in lowered.inputs.items():
         machine.memory(place.space).write(place.addr, place.encode(inputs[name]))
-    watch = Checkpoints(lowered, machine) if numerics else None
+    watch = Checkpoints(lowered, machine, heard) if numerics else None
     start = time.perf_counter()
     result = machine.run(lowered.program, params=params, numerics=numerics, watcher=watch,
                          progress=progress, engine=engine)

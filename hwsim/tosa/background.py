@@ -123,6 +123,19 @@ class _Worker:
                 return None
             return number
 
+    def answered(self, number: int) -> bool:
+        """Whether job ``number``'s result is written (reading the answers that have come,
+        without waiting)."""
+        with self.lock:
+            if not self.ready():
+                return False
+            try:
+                while number not in self.finished and self.answers.poll():
+                    self._answer(self.answers.recv())
+            except (EOFError, OSError, pickle.UnpicklingError):
+                self.broken = True
+            return not self.broken and number in self.finished
+
     def result(self, number: int):
         """Job ``number``'s result (waiting for it), or None if the worker died first or the
         job was taken back."""
@@ -250,6 +263,19 @@ class Pending:
         self.graph, self.arrays, self.known = graph, arrays, known
         self.worker, self.number = worker, number
         self._result: dict | None = None
+
+    def done(self) -> bool:
+        """Whether ``result`` would return without running or waiting for the run."""
+        return self._result is not None or (self.number is not None and
+                                            self.worker.answered(self.number))
+
+    def take_back(self) -> bool:
+        """Take the run back from the worker if it has not started it; whether it was (then
+        ``result`` runs it here)."""
+        if self.number is None or not self.worker.steal(self.number):
+            return False
+        self.number = None
+        return True
 
     def result(self) -> dict[str, np.ndarray]:
         """The values by name, or the run's ``ReferenceError``; the wait, or the run here,

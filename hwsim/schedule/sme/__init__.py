@@ -28,7 +28,7 @@ from hwsim.isa import sme
 from hwsim.schedule.lowering import Checkpoint, Lowered, Lowering, Placement, group
 from hwsim.schedule.sme import layers as sl
 from hwsim.schedule.sme.gemm import MODES
-from hwsim.schedule.sme.judge_bf16 import judge_bf16
+from hwsim.schedule.sme.judge_bf16 import bf16_golden, judge_bf16
 from hwsim.targets.sme.program import ROUTINE, SmeProgram
 
 FLOAT_MODES = ("fp32", "bf16-widening", "bf16")
@@ -97,14 +97,21 @@ class SmeLowering(Lowering):
     def lower(self, graph, layers, machine, options) -> Lowered:
         return _Lower(graph, layers, machine, options).lowered()
 
-    def judge(self, layers, values, feeds, options) -> dict:
-        """BF16 dot products are judged on BF16 operands (``numerics``), all in one go; the
-        rest by the scheduler, as TOSA says."""
-        if not options.mode.startswith("bf16"):
+    def judges(self, layer, options) -> bool:
+        """BF16 dot products are judged on BF16 operands (``judge``); the rest by the scheduler,
+        as TOSA says."""
+        return options.mode.startswith("bf16") and layer.ops[-1].op in sl.DOT_OPS
+
+    def golden(self, layer, feeds, options, made) -> tuple:
+        return bf16_golden(layer.index, layer.ops[-1], feeds, made)
+
+    def judge(self, layers, values, feeds, options, early) -> dict:
+        """The BF16 dot products (``judges``), all in one go."""
+        dots = [layer for layer in layers if self.judges(layer, options)]
+        if not dots:
             return {}
-        dots = [layer for layer in layers if layer.ops[-1].op in sl.DOT_OPS]
-        found = judge_bf16([(layer.ops[-1], values[layer.index], feeds[layer.index])
-                            for layer in dots], options.mode)
+        found = judge_bf16([(layer.index, layer.ops[-1], values[layer.index],
+                             feeds[layer.index]) for layer in dots], options.mode, early)
         return {layer.index: replace(verdict, detail="; ".join(filter(None, (verdict.detail,
                                                                                note))))
                 for layer, (verdict, note) in zip(dots, found)}

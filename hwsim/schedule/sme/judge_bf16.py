@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwsim.schedule.goldens import Shared
+from hwsim.schedule.goldens import Ahead, Shared
 from hwsim.schedule.lowering import Layer
 from hwsim.targets.sme.layouts import bf16_bits, bf16_values
 from hwsim.tosa.fp64 import references
@@ -51,25 +51,37 @@ def rounded_operator(op: Operator, made: dict | None = None) -> Operator:
     return Operator(op.op, inputs, op.outputs, op.attrs, op.name)
 
 
-def judge_bf16(cases: list, mode: str, rule: DotProductRule = DotProductRule()) \
-        -> list[tuple[Verdict, str]]:
-    """The verdict on each (dot product, simulated output, its input values by name) in a BF16
-    mode, and a note ("" or how far a non-widening layer is from the fp32-accumulation
-    bounds). The goldens come from one reference run, the fp64 references and bounds from
-    ``hwsim.tosa.fp64``."""
-    made, layers, feeds = {}, [], {}
-    for i, (op, _, values) in enumerate(cases):
-        single = rounded_operator(op, made)
-        layers.append(Layer(i, [single]))
-        feeds[i] = {t.name: bf16_round(values[t.name]) for t in layers[-1].inputs}
-    shared = Shared(layers, feeds)      # half of it starts in the reference worker now
+def bf16_golden(index: int, op: Operator, values: dict, made: dict | None = None) \
+        -> tuple[Layer, dict]:
+    """The reference run that judges the dot product ``op`` (of layer ``index``) in a BF16 mode,
+    given its input values by name: the operator on BF16-rounded operands, as a layer, and
+    its input values rounded to BF16; ``made`` as in ``rounded_operator``."""
+    layer = Layer(index, [rounded_operator(op, made)])
+    return layer, {t.name: bf16_round(values[t.name]) for t in layer.inputs}
+
+
+def judge_bf16(cases: list, mode: str, early: Ahead | None = None,
+               rule: DotProductRule = DotProductRule()) -> list[tuple[Verdict, str]]:
+    """The verdict on each (layer index, dot product, simulated output, its input values by
+    name) in a BF16 mode, and a note ("" or how far a non-widening layer is from the
+    fp32-accumulation bounds). The goldens are those ``early`` ran (the runs ``bf16_golden``
+    says, submitted during the simulation) or come from one reference run, the fp64
+    references and bounds from ``hwsim.tosa.fp64``."""
+    early, made, layers, feeds = early or Ahead(), {}, [], {}
+    for index, op, _, values in cases:
+        layer, feeds[index] = early.made.get(index) or bf16_golden(index, op, values, made)
+        layers.append(layer)
+    shared = Shared([layer for layer in layers if layer.index not in early.made], feeds)
     bounds = references([(layer.ops[0], feeds[layer.index]) for layer in layers])
     golden = shared.result()
-    failed = next((g for g in golden.values() if isinstance(g, ReferenceError)), None)
+    if len(golden) < len(layers):
+        golden = {**early.results(), **golden}
+    failed = next((golden[layer.index] for layer in layers
+                   if isinstance(golden[layer.index], ReferenceError)), None)
     if failed is not None:
         raise failed
     return [_verdict(layer.ops[0], sim, golden[layer.index], ref64, bnd64, mode, rule)
-            for layer, (_, sim, _), (ref64, bnd64) in zip(layers, cases, bounds)]
+            for layer, (_, _, sim, _), (ref64, bnd64) in zip(layers, cases, bounds)]
 
 
 def _verdict(single: Operator, sim, golden, ref64, bnd64, mode: str, rule: DotProductRule) \
