@@ -62,7 +62,8 @@ class Checkpoints:
 
     def _match(self, table) -> tuple:
         """(ops, writers per op, each (op, layer) pair's layer in op order, layers' write
-        counts): every layer's writers matched to ops by their tags in one sorted pass."""
+        counts): every layer's writers matched to ops by their tags, through tables indexed by
+        tag (an op's tag is its instruction's index, or -1: the tables' last, empty, entry)."""
         if self._matched is None:
             found = [(layer, cp.writers) for layer, cp in self.lowered.checkpoints.items()
                      if cp.writers]
@@ -73,11 +74,13 @@ class Checkpoints:
             order = np.argsort(tags, kind="stable")
             tags, owner = tags[order], owner[order]
             op_tags = np.asarray(table.tag, np.int64)
-            lo = np.searchsorted(tags, op_tags, "left")
-            count = np.searchsorted(tags, op_tags, "right") - lo
+            per_tag = np.bincount(tags, minlength=max(int(op_tags.max(initial=-1)),
+                                                      int(tags.max(initial=-1))) + 2)
+            count = per_tag[op_tags]
             ops = np.flatnonzero(count)
             n = count[ops]
-            pair = np.repeat(lo[ops] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
+            first = (np.cumsum(per_tag) - per_tag)[op_tags[ops]]     # in the sorted tags
+            pair = np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
             layer_of = owner[pair]
             self._matched = ops, n, layer_of, np.bincount(layer_of)
         return self._matched
