@@ -297,7 +297,7 @@ def test_a_check_judges_the_same_with_the_worker_and_without(worker, monkeypatch
 
     with_worker = report()
     if target == "sme":
-        assert made and made[0].submitted and made[0].made
+        assert made and made[0].parts and made[0].made
     else:
         assert not made
     assert background.start()
@@ -305,10 +305,12 @@ def test_a_check_judges_the_same_with_the_worker_and_without(worker, monkeypatch
     assert report() == with_worker
 
 
-def test_goldens_the_worker_has_not_started_are_taken_back_from_the_last(worker):
+def test_goldens_the_worker_has_not_started_are_taken_back_from_the_last(worker, monkeypatch):
     """``Ahead.results``: the runs still queued behind a long one are run here, last first;
     every golden is what each layer run on its own inputs gives."""
+    from hwsim.schedule import goldens as module
     from hwsim.schedule.goldens import Ahead, Goldens
+    monkeypatch.setattr(module, "PART_WORK", 1)         # parts of a small model
     from hwsim.schedule.lowering import Layer
     g = models.model("ds_cnn", dtype="fp32", width=0.25)
     x = models.sample_input(g)
@@ -320,7 +322,7 @@ def test_goldens_the_worker_has_not_started_are_taken_back_from_the_last(worker)
     early = Ahead(layers, {g.inputs[0].name: x}, lambda layer, f: (layer, f))
     for layer in layers:
         early.heard(layer.index, whole[layer.output.name])
-    parts = list(early.submitted)
+    parts = list(early.parts.runs)
     assert len(parts) > 1 and all(p.pending.number is not None for p in parts)
     found = early.results()
     assert parts[-1].pending.number is None            # taken back: run here

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hwsim.schedule import requantise
-from hwsim.schedule.goldens import Ahead, Goldens, Shared, layer_feeds
+from hwsim.schedule.goldens import Ahead, Goldens, Parts, Shared, layer_feeds
 from hwsim.schedule.lowering import Layer
 from hwsim.tosa import background
 from hwsim.tosa.dtypes import dtype as lookup
@@ -152,7 +152,9 @@ class _Narrow:
     (module docstring), those whose constants that type cannot hold left out (``_fits``):
     their goldens as that type's operators are submitted to the reference worker when made,
     before the graph type's verdicts say which layers deviate (nearly all do, where a machine
-    computes in a narrower type), so that the reference model computes them meanwhile."""
+    computes in a narrower type), so that the reference model computes them meanwhile; in
+    parts, of which this process runs those the worker has not started when they are wanted
+    (``Parts``)."""
 
     def __init__(self, candidates: list, feeds: dict, values: dict, types):
         dtype, acc = types
@@ -165,7 +167,7 @@ class _Narrow:
                 for t in narrow.inputs}
             self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
                 narrow.output.dtype.np)
-        self.goldens = Goldens(list(self.layers.values()), self.feeds, valid=False)
+        self.goldens = Parts(list(self.layers.values()), self.feeds, valid=False)
 
     def verdicts(self, indices: list) -> dict:
         """The verdicts of the layers ``indices`` (those of the candidates that deviate)."""

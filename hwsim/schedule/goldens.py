@@ -103,11 +103,16 @@ def _parts(layers: list, n: int) -> list[list]:
     """``layers`` in ``n`` groups (the empty ones left out) of about the same reference-model
     work, counted as MACs and output elements (largest first, each to the lightest group)."""
     groups, work = [[] for _ in range(n)], [0] * n
-    for layer in sorted(layers, key=lambda layer: -(layer.macs + layer.output.size)):
+    for layer in sorted(layers, key=_work, reverse=True):
         lightest = work.index(min(work))
         groups[lightest].append(layer)
-        work[lightest] += layer.macs + layer.output.size
+        work[lightest] += _work(layer)
     return [group for group in groups if group]
+
+
+def _work(layer) -> int:
+    """A layer's reference-model work: its MACs and output elements."""
+    return layer.macs + layer.output.size
 
 
 def layer_feeds(layer, producer: dict, values: dict, inputs: dict) -> dict:
@@ -117,14 +122,36 @@ def layer_feeds(layer, producer: dict, values: dict, inputs: dict) -> dict:
             for t in layer.inputs}
 
 
-PARTS = 4       # the runs ``Ahead`` splits the goldens in
+PARTS = 4               # the runs ``Parts`` splits goldens in, at most
+PART_WORK = 1 << 20     # and the work of each, at least: about 4 ms of the reference model's
+
+
+class Parts:
+    """``Goldens(layers, feeds)`` submitted as up to ``PARTS`` runs of about equal work (none
+    less than ``PART_WORK``, below which splitting costs more than it saves), which the worker
+    runs first to last: ``result`` takes back, from the last, each run it has not started and
+    runs it here in the meantime, until it has started them all."""
+
+    def __init__(self, layers: list, feeds: dict, valid: bool = True):
+        n = min(PARTS, max(1, sum(map(_work, layers)) // PART_WORK))
+        self.runs = [Goldens(part, feeds, valid=valid) for part in _parts(layers, n)]
+        self._result: dict | None = None
+
+    def result(self) -> dict:
+        if self._result is None:
+            found, left = {}, list(self.runs)
+            while left and left[-1].take_back():
+                found.update(left.pop().result())
+            for goldens in left:
+                found.update(goldens.result())
+            self._result = found
+        return self._result
 
 
 class Ahead:
     """Layer goldens run while the simulation goes on, in the reference worker: once the
     simulation has read every layer's output (``heard``), the runs ``make`` gives are
-    submitted in ``PARTS`` runs of about equal work, to run as soon as the worker is free;
-    those it has not started when they are wanted are taken back and run here (``results``).
+    submitted (``Parts``), to run as soon as the worker is free (``results``).
     ``make(layer, feeds)``: the layer to run for ``layer`` (itself, or a copy of its operators
     as a judge runs them, with the same index) and its input values, or None if it needs no
     run of its own (``made``: layer index -> the run and its inputs, of those submitted).
@@ -134,9 +161,8 @@ class Ahead:
                  make: Callable[[object, dict], tuple | None] | None = None):
         self.layers, self.inputs, self.make = list(layers), inputs, make
         self.values: dict = {}
-        self.submitted: list[Goldens] = []
         self.made: dict = {}        # layer index -> (the layer run, its input values)
-        self._results: dict | None = None
+        self.parts: Parts | None = None
 
     def heard(self, index: int, value) -> None:
         """Layer ``index``'s simulated output is ``value``."""
@@ -147,19 +173,9 @@ class Ahead:
         made = (self.make(layer, layer_feeds(layer, producer, self.values, self.inputs))
                 for layer in self.layers)
         self.made = {run.index: (run, feeds) for run, feeds in filter(None, made)}
-        feeds = {index: feeds for index, (_, feeds) in self.made.items()}
-        self.submitted = [Goldens(part, feeds) for part in
-                          _parts([run for run, _ in self.made.values()], PARTS)]
+        self.parts = Parts([run for run, _ in self.made.values()],
+                           {index: feeds for index, (_, feeds) in self.made.items()})
 
     def results(self) -> dict:
-        """Layer index -> golden (or ReferenceError) of every layer submitted. The worker runs
-        them first to last; from the last, each it has not started is taken back and run here
-        in the meantime, until it has started them all."""
-        if self._results is None:
-            found, left = {}, list(self.submitted)
-            while left and left[-1].take_back():
-                found.update(left.pop().result())
-            for goldens in left:
-                found.update(goldens.result())
-            self._results = found
-        return self._results
+        """Layer index -> golden (or ReferenceError) of every layer submitted."""
+        return self.parts.result() if self.parts is not None else {}
