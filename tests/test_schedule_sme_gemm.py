@@ -166,3 +166,23 @@ def test_words_are_the_instructions_written_line_by_line():
         words = gemm_words(g)
         assert words.dtype == np.uint32
         assert words.tolist() == gemm_text_words(g), (mode, m, n, k, kw)
+
+
+def test_compiled_movs_are_the_assemblers():
+    """``gemm._mov`` expands ``mov Xd, #value`` as ``sme.mov_words`` does: MOVZ or MOVN and
+    MOVKs, for values with halfwords of zeros, of ones and mixed."""
+    from hwsim.isa import sme
+    from hwsim.schedule.sme.gemm import _mov, _tables
+    tables = _tables(MODES["fp32"], False, 64, 64)
+    moves, imm_at = tables[-2], tables[-1]
+    rng = np.random.default_rng(1)
+    halves = np.array([0, 0xFFFF, 0x1234, 0x8000])
+    values = [0, 1, 0xFFFF, 0x1_0000, 0x1_2345_6780, 0x7FFF_FFFF_FFFF_FFFF] + [
+        int(sum(int(h) << (16 * i) for i, h in enumerate(rng.choice(halves, 3)))) |
+        int(rng.choice([0, 0x7FFF, 0x1234])) << 48 for _ in range(200)]   # addresses: < 2^63
+    for rd in (0, 8, 10):
+        for value in values:
+            words, used = sme.mov_words(rd, value)
+            out = np.zeros(4, np.uint32)
+            count = _mov(out, True, 0, rd, value, moves, imm_at)
+            assert out[:count].tolist() == words[used].tolist(), (rd, hex(value))

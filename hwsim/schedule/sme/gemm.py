@@ -30,11 +30,11 @@ A grouped GEMM (``group`` > 0, depthwise convolution) gives each group of ``grou
 own activations. int8 weights are signed; activations are signed (SMOPA) or, when ``unsigned``,
 unsigned bytes (SUMOPA: zn signed, zm unsigned).
 
-``gemm_words`` writes the program as an array of A64 words with numpy, not instruction by
-instruction (a 512^3 GEMM is over a million): each distinct instruction is encoded once into a
-table (``_grid``), a block's loads and outer products depend only on its shape and are one table
-per shape (``_body``), the stores one row per tile (``_stores``), and one gather joins them
-(docs/sme-lowering.md). ``tests/sme_gemm_oracle.py`` writes the same program line by line.
+``gemm_words`` writes the program as an array of A64 words, not instruction by instruction (a
+512^3 GEMM is over a million): each distinct instruction is encoded once into a table
+(``_tables``), and a compiled walk over the blocks lays the code out from them (``_write``;
+docs/sme-lowering.md). ``tests/sme_gemm_oracle.py`` writes the same program line by line,
+through the assembler.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from hwsim.isa import sme
@@ -124,68 +125,6 @@ class Gemm:
         return self.groups * w, self.groups * x
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """What the blocks of one shape (channel tiles x pixel tiles) share: each load stream's
-    vectors per K step, their stride in its panel and where it reads (panel: 0 weights, 1
-    activations; channel tile), the outer products (tile, weight stream, vector, activation
-    stream, vector) in issue order, and the tiles (tile, channel tile, pixel tile)."""
-
-    counts: tuple
-    strides: tuple
-    streams: tuple
-    products: tuple
-    tiles: tuple
-
-
-def _shape(g: Gemm, cts: int, pts: int) -> _Shape:
-    ct_n = g.mode.channel_tiles
-    pairs = [(ct, pt) for ct in range(cts) for pt in range(pts)]
-    tiles = tuple((ct * PIXEL_TILES + pt if ct_n > 1 else pt, ct, pt) for ct, pt in pairs)
-    if g.group:     # each channel tile is a group with its own panels
-        counts, strides = (1,) * cts + (pts,) * cts, (1,) * cts + (PIXEL_TILES,) * cts
-        streams = tuple((panel, ct) for panel in (0, 1) for ct in range(cts))
-        uses = [(ct, 0, cts + ct, pt) for ct, pt in pairs]
-    else:
-        counts, strides, streams = (cts, pts), (ct_n, PIXEL_TILES), ((0, 0), (1, 0))
-        uses = [(0, ct, 1, pt) for ct, pt in pairs]
-    products = tuple((t[0], *u) for t, u in zip(tiles, uses))
-    return _Shape(counts, strides, streams, products, tiles)
-
-
-def _padded(rows: tuple, n: int) -> np.ndarray:
-    """``rows`` as an [n, columns + 1] array: each row and a 1 (real), then rows of zeros."""
-    out = np.zeros((n, len(rows[0]) + 1), np.int64)
-    out[:len(rows)] = [(*row, 1) for row in rows]
-    return out
-
-
-def _columns(tables: list[np.ndarray], which: np.ndarray) -> np.ndarray:
-    """The columns of ``tables[which[i]]`` for each i: [columns, len(which), rows]."""
-    return np.moveaxis(np.array(tables)[which], -1, 0)
-
-
-def _blocks(g: Gemm) -> tuple:
-    """The output blocks in program order, as arrays: their shapes (``shapes[shape]``), their
-    streams' panel addresses (stream i in register xi) [blocks, STREAMS] and their tiles
-    (tile, first channel, first pixel) [blocks, TILES, 3], each with a mask of the real ones."""
-    dim, ct_n, span = g.dim, g.mode.channel_tiles, g.steps * g.svl_bytes   # a vector's panel
-    w_group, x_group = (e * DTYPES[g.mode.src] // g.groups for e in g.panel_elements())
-    channel_tiles, pixel_tiles = -(-g.n // dim), -(-g.m // dim)
-    cb, pb = (a.reshape(-1, 1) for a in np.meshgrid(
-        np.arange(0, channel_tiles, ct_n), np.arange(0, pixel_tiles, PIXEL_TILES), indexing="ij"))
-    sizes, shape = np.unique(np.minimum(ct_n, channel_tiles - cb) * (PIXEL_TILES + 1) +
-                             np.minimum(PIXEL_TILES, pixel_tiles - pb), return_inverse=True)
-    shapes = [_shape(g, *divmod(int(size), PIXEL_TILES + 1)) for size in sizes]
-    shape = shape.reshape(-1)
-    panel, ct, streams = _columns([_padded(s.streams, STREAMS) for s in shapes], shape)
-    addrs = np.where(panel == 0, g.w_addr + (cb + ct) * (w_group if g.group else span),
-                     g.x_addr + (cb + ct) * (x_group if g.group else 0) + pb * span)
-    tile, tct, tpt, real = _columns([_padded(s.tiles, TILES) for s in shapes], shape)
-    tiles = np.stack([tile, (cb + tct) * dim, (pb + tpt) * dim], axis=-1)
-    return shapes, shape, addrs, streams == 1, tiles, real == 1
-
-
 @functools.lru_cache(maxsize=None)
 def _grid(form: str, **fields) -> np.ndarray:
     """The words of ``form`` for every combination of the fields given as ranges (an axis
@@ -199,120 +138,184 @@ def _grid(form: str, **fields) -> np.ndarray:
     return words
 
 
-@functools.lru_cache(maxsize=256)
-def _body(mode: Mode, unsigned: bool, svl_bytes: int, steps: int,
-          shape: _Shape) -> tuple[np.ndarray, np.ndarray]:
-    """The code of a block of ``shape`` after its MOVs, in two parts around the previous block's
-    stores: the loads of the first ``rotation - 1`` K steps, then ZERO and the K steps (the
-    loads of the step ``rotation - 1`` ahead, then the outer products). The same for every
-    block of this shape and GEMM shape: it holds no address."""
-    counts = np.array(shape.counts)
-    loads = int(counts.sum())
-    rotation = REGISTERS // loads          # K steps whose operands the Z registers hold
-    stream = np.repeat(np.arange(len(counts)), counts)    # of each load of a K step
-    first = np.cumsum(counts) - counts                     # each stream's first load
-    step = np.arange(steps)[:, None]
-    turn = step % rotation * loads                         # the step's first Z register
-    index = step * np.array(shape.strides)[stream] + np.arange(loads) - first[stream]
-    # Every stride divides REACH, so a stream reaches each multiple of REACH: its base register
-    # advances by REACH vectors (ADD) right before that vector's load.
-    assert REACH % np.lcm.reduce(shape.strides) == 0
-    add = _grid("add_x", rd=range(STREAMS), rn=range(STREAMS), imm12=REACH * svl_bytes)
-    ld = _grid(mode.load, zt=range(REGISTERS), rn=range(STREAMS), imm=range(REACH))
-    # one row per K step: ADD (if any) and LD1 of each load
-    words = np.stack(np.broadcast_arrays(add[stream, stream],
-                                         ld[turn + np.arange(loads), stream, index % REACH]),
-                     axis=2).reshape(steps, 2 * loads)
-    used = np.stack([(index % REACH == 0) & (index > 0), np.ones_like(index, bool)],
-                    axis=2).reshape(words.shape)
-    ahead = min(rotation - 1, steps)
-    late, late_used = np.zeros_like(words), np.zeros_like(used)   # the loads of step + ahead
-    late[:steps - ahead], late_used[:steps - ahead] = words[ahead:], used[ahead:]
-    tile, ws, wv, xs, xv = np.array(shape.products).T
-    mopa = _grid("sumopa" if unsigned else mode.mopa, zada=range(mode.tile_bytes),
-                 zn=range(REGISTERS), zm=range(REGISTERS))   # ZA has tile_bytes tiles
-    products = mopa[tile, turn + first[ws] + wv, turn + first[xs] + xv]
-    table = np.concatenate([late, products], axis=1)
-    table_used = np.concatenate([late_used, np.ones(products.shape, bool)], axis=1)
-    letter = STORE[mode.tile_bytes][2]
-    zero = sme.assemble("zero {" + ", ".join(f"za{t}.{letter}" for t, _, _ in shape.tiles) + "}")
-    first_loads = words[:ahead][used[:ahead]]
-    k_steps = np.concatenate([np.uint32([zero]), table[table_used]])
-    first_loads.flags.writeable = k_steps.flags.writeable = False
-    return first_loads, k_steps
+@functools.lru_cache(maxsize=None)
+def _words(*texts: str) -> np.ndarray:
+    return np.array([sme.assemble(text) for text in texts], np.uint32)
 
 
-def _stores(g: Gemm, tiles: np.ndarray, real: np.ndarray, channels: np.ndarray,
-            moves: np.ndarray, moved: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The stores of ``tiles`` (rows of tile, first channel, first pixel; the ``real`` ones)
-    with their valid ``channels``, one row each: vertical slices (one pixel's channels each)
-    to the row-major output, predicated on the valid channels. ``moves``/``moved``: each tile's
-    MOVs of x10 (its channels) and x8 (its output), from ``sme.mov_words``. Returns the words
-    in program order and each row's count."""
-    form, offsets, letter = STORE[g.mode.tile_bytes]
-    tile, pixels = tiles[:, 0], np.minimum(g.dim, g.m - tiles[:, 2])
-    partial, real = (channels < g.dim)[:, None], real[:, None]
-    whilelt, x9 = (np.full((len(tile), 1), sme.assemble(text), np.uint32)
-                   for text in (f"whilelt p1.{letter}, xzr, x10", "mov x9, #0"))
-    # per pixel: MOV W12 at each group of slices, x9 += n in ADD immediates of 12 bits (the high
-    # part shifted by 12), ST1
-    j = np.arange(g.dim)
-    valid = real & (j < pixels[:, None])
-    high, low = g.n >> 12, g.n & 0xFFF
-    st1 = _grid(form, zat=range(g.mode.tile_bytes), off=range(offsets), pg=range(2), v=1, rn=8,
-                rm=9)
-    pixel = np.stack(np.broadcast_arrays(
-        _grid("movz_w", rd=12, imm16=range(g.dim)), _grid("add_x", rd=9, rn=9, imm12=high, sh=1),
-        _grid("add_x", rd=9, rn=9, imm12=low), st1[tile[:, None], j % offsets, partial * 1]),
-        axis=2)
-    pixel_used = np.stack([valid & (j % offsets == 0), valid & (j > 0) & bool(high),
-                           valid & (j > 0) & bool(low), valid], axis=2)
-    words = np.concatenate([moves[:, 0], whilelt, moves[:, 1], x9,
-                            pixel.reshape(len(tile), -1)], axis=1)
-    used = np.concatenate([moved[:, 0] & partial & real, partial & real, moved[:, 1] & real,
-                           real, pixel_used.reshape(len(tile), -1)], axis=1)
-    return words[used], used.sum(axis=1)
-
-
-def _ragged(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``source[start:start + length]`` for each start and length, joined."""
-    ends = np.cumsum(lengths)
-    return source[np.repeat(starts - ends + lengths, lengths) + np.arange(ends[-1])]
-
-
-def _starts(lengths: np.ndarray, first: int) -> np.ndarray:
-    return first + np.cumsum(lengths) - lengths
+@functools.lru_cache(maxsize=64)
+def _tables(mode: Mode, unsigned: bool, svl_bytes: int, n: int) -> tuple:
+    """Every word ``_write`` lays out, encoded once (``_grid``): by register and immediate,
+    and the few single ones."""
+    form, offsets, letter = STORE[mode.tile_bytes]
+    dim = svl_bytes // mode.tile_bytes
+    zeros = np.zeros((mode.channel_tiles + 1, PIXEL_TILES + 1), np.uint32)  # by (cts, pts)
+    for cts in range(1, mode.channel_tiles + 1):
+        for pts in range(1, PIXEL_TILES + 1):
+            tiles = [ct * PIXEL_TILES + pt if mode.channel_tiles > 1 else pt
+                     for ct in range(cts) for pt in range(pts)]
+            zeros[cts, pts] = _words("zero {" + ", ".join(f"za{t}.{letter}" for t in tiles)
+                                     + "}")[0]
+    high, low = n >> 12, n & 0xFFF
+    singles = np.concatenate([_words("ptrue p0.b", f"whilelt p1.{letter}, xzr, x10",
+                                     "mov x9, #0"),
+                              [_grid("add_x", rd=9, rn=9, imm12=high, sh=1) if high else 0,
+                               _grid("add_x", rd=9, rn=9, imm12=low) if low else 0]])
+    moves = np.stack([_grid(f"mov{op}_x", rd=range(32), hw=range(4), imm16=0)
+                      for op in "znk"])
+    return (np.diagonal(_grid("add_x", rd=range(STREAMS), rn=range(STREAMS),
+                              imm12=REACH * svl_bytes)).copy(),
+            _grid(mode.load, zt=range(REGISTERS), rn=range(STREAMS), imm=range(REACH)),
+            _grid("sumopa" if unsigned else mode.mopa, zada=range(mode.tile_bytes),
+                  zn=range(REGISTERS), zm=range(REGISTERS)),
+            _grid(form, zat=range(mode.tile_bytes), off=range(offsets), pg=range(2), v=1,
+                  rn=8, rm=9),
+            _grid("movz_w", rd=12, imm16=range(dim)), zeros, singles.astype(np.uint32),
+            moves, sme.FORM["movz_x"].word.fields["imm16"].pieces[0][1])
 
 
 def gemm_words(gemm: Gemm) -> np.ndarray:
     """The A64 words of ``gemm`` (the machine must be in streaming mode with ZA on): PTRUE,
     then per block the MOVs of its stream registers, its first loads, the previous block's
     stores, ZERO and its K steps; the last block's stores. Each distinct instruction is encoded
-    once (``_grid``) and the code laid out with numpy: no Python per block or instruction."""
-    shapes, shape, addrs, streams, tiles, real = _blocks(gemm)
-    tiles, real = tiles.reshape(-1, 3), real.reshape(-1)
-    channels = np.minimum(gemm.dim, gemm.n - tiles[:, 1])
-    outputs = gemm.c_addr + (tiles[:, 2] * gemm.n + tiles[:, 1]) * gemm.mode.tile_bytes
-    # every MOV at once: the blocks' stream registers, then each tile's x10 and x8
-    words, used = sme.mov_words(
-        np.concatenate([np.tile(np.arange(STREAMS), len(shape)), np.tile([10, 8], len(tiles))]),
-        np.concatenate([addrs.reshape(-1), np.stack([channels, outputs], axis=1).reshape(-1)]))
-    moved = used[:addrs.size] & streams.reshape(-1, 1)
-    move_counts = moved.reshape(len(shape), -1).sum(axis=1)
-    stores, store_counts = _stores(gemm, tiles, real, channels, *(
-        m[addrs.size:].reshape(len(tiles), 2, -1) for m in (words, used)))
-    store_counts = store_counts.reshape(len(shape), -1).sum(axis=1)
-    bodies = [part for s in shapes for part in
-              _body(gemm.mode, gemm.unsigned, gemm.svl_bytes, gemm.steps, s)]
-    source = np.concatenate([np.uint32([sme.assemble("ptrue p0.b")]),
-                             words[:addrs.size][moved], stores, *bodies])
-    body_lengths = np.array([len(part) for part in bodies])
-    body_starts = _starts(body_lengths, 1 + move_counts.sum() + len(stores))
-    store_starts = _starts(store_counts, 1 + move_counts.sum())
-    previous = np.concatenate([[0], store_counts[:-1]])       # the previous block's stores
-    starts = np.stack([_starts(move_counts, 1), body_starts[2 * shape],
-                       store_starts - previous, body_starts[2 * shape + 1]], axis=1)
-    lengths = np.stack([move_counts, body_lengths[2 * shape], previous,
-                        body_lengths[2 * shape + 1]], axis=1)
-    return _ragged(source, np.concatenate([[0], starts.reshape(-1), store_starts[-1:]]),
-                   np.concatenate([[1], lengths.reshape(-1), store_counts[-1:]]))
+    once (``_tables``) and the compiled ``_write`` lays the code out from those tables: no
+    Python per block or instruction."""
+    g, mode = gemm, gemm.mode
+    # every stride divides REACH, so a stream reaches each multiple of REACH: its base register
+    # advances by REACH vectors (ADD) right before that vector's load
+    assert REACH % mode.channel_tiles == 0 and REACH % PIXEL_TILES == 0
+    w_group, x_group = (e * DTYPES[mode.src] // g.groups for e in g.panel_elements())
+    args = (g.steps, g.m, g.n, g.dim, mode.channel_tiles, g.group > 0, g.w_addr, g.x_addr,
+            g.c_addr, w_group, x_group, g.steps * g.svl_bytes, mode.tile_bytes,
+            STORE[mode.tile_bytes][1], *_tables(mode, g.unsigned, g.svl_bytes, g.n))
+    out = np.empty(_write(np.empty(0, np.uint32), *args), np.uint32)
+    _write(out, *args)
+    return out
+
+
+@numba.njit(cache=True)
+def _write(out, steps, m, n, dim, ct_n, grouped, w_addr, x_addr, c_addr, w_group, x_group, span,
+           tile_bytes, offsets, add, ld, mopa, st1, movz_w12, zeros, singles, moves, imm_at):
+    """Lay out ``gemm_words``' program in ``out``, or only count its words when ``out`` is
+    empty (the walk of ``tests/sme_gemm_oracle.py``, from the tables); returns the count.
+    ``singles``: PTRUE, WHILELT, MOV x9 #0, the ADDs of x9 to the next pixel (0: none);
+    ``moves``: MOVZ, MOVN, MOVK by register and halfword, ``imm16`` at bit ``imm_at``. One
+    function, each part written once, because numba compiles that fastest."""
+    fill = len(out) > 0
+    k = _put(out, fill, 0, singles[0])
+    count = np.zeros(STREAMS, np.int64)       # vectors per K step of each load stream
+    stride = np.zeros(STREAMS, np.int64)      # and its stride in the stream's panel
+    first = np.zeros(STREAMS, np.int64)       # its first register in a K step's loads
+    offset = np.zeros(STREAMS, np.int64)      # the vector its base register points at
+    # by block parity, this block's and the previous one's: its tiles (tile, first channel,
+    # first pixel) and their outer products (tile, weight stream and vector, activation ...)
+    tiles = np.zeros((2, TILES, 3), np.int64)
+    products = np.zeros((TILES, 5), np.int64)
+    n_tiles = np.zeros(2, np.int64)
+    channel_tiles, pixel_tiles = -(-n // dim), -(-m // dim)
+    across = -(-pixel_tiles // PIXEL_TILES)          # blocks per row of channel tiles
+    blocks = -(-channel_tiles // ct_n) * across
+    for b in range(blocks + 1):                      # the last pass stores the last block
+        now, before = b % 2, 1 - b % 2
+        n_tiles[now] = streams = loads = ahead = cts = pts = 0
+        rotation = 1
+        if b < blocks:
+            cb, pb = b // across * ct_n, b % across * PIXEL_TILES
+            cts, pts = min(ct_n, channel_tiles - cb), min(PIXEL_TILES, pixel_tiles - pb)
+            streams = 2 * cts if grouped else 2
+            for i in range(streams):
+                if i < (cts if grouped else 1):      # weights
+                    addr = w_addr + (cb + i) * w_group if grouped else w_addr + cb * span
+                    count[i] = 1 if grouped else cts
+                    stride[i] = 1 if grouped else ct_n
+                else:           # grouped: each channel tile a group, with its own panels
+                    addr = x_addr + pb * span + ((cb + i - cts) * x_group if grouped else 0)
+                    count[i], stride[i] = pts, PIXEL_TILES
+                k = _mov(out, fill, k, i, addr, moves, imm_at)
+                first[i], offset[i] = loads, 0
+                loads += count[i]
+            rotation = REGISTERS // loads
+            ahead = min(rotation - 1, steps)         # K steps loaded before the first
+            for ct in range(cts):
+                for pt in range(pts):
+                    t = n_tiles[now]
+                    tile = ct * PIXEL_TILES + pt if ct_n > 1 else pt
+                    tiles[now, t, 0], tiles[now, t, 1] = tile, (cb + ct) * dim
+                    tiles[now, t, 2] = (pb + pt) * dim
+                    products[t, 0] = tile
+                    products[t, 1] = ct if grouped else 0
+                    products[t, 2] = 0 if grouped else ct
+                    products[t, 3] = cts + ct if grouped else 1
+                    products[t, 4] = pt
+                    n_tiles[now] += 1
+        for q in range(-ahead, steps if b < blocks else 1):
+            if q == 0:      # the previous block's stores, then ZERO
+                for t in range(n_tiles[before]):
+                    tile, c0, m0 = tiles[before, t, 0], tiles[before, t, 1], tiles[before, t, 2]
+                    partial = 1 if n - c0 < dim else 0
+                    if partial:
+                        k = _mov(out, fill, k, 10, n - c0, moves, imm_at)
+                        k = _put(out, fill, k, singles[1])
+                    k = _mov(out, fill, k, 8, c_addr + (m0 * n + c0) * tile_bytes, moves,
+                             imm_at)
+                    k = _put(out, fill, k, singles[2])
+                    for j in range(min(dim, m - m0)):
+                        if j % offsets == 0:
+                            k = _put(out, fill, k, movz_w12[j])
+                        for a in range(3, 5):       # x9 += n
+                            if j and singles[a]:
+                                k = _put(out, fill, k, singles[a])
+                        k = _put(out, fill, k, st1[tile, j % offsets, partial])
+                if b == blocks:
+                    break
+                k = _put(out, fill, k, zeros[cts, pts])
+            step = q + ahead        # the loads of K step q + ahead: per stream, an ADD of its
+            if step < steps:        # base register when the immediate runs out, LD1s
+                turn = step % rotation * loads
+                for i in range(streams):
+                    for v in range(count[i]):
+                        index = step * stride[i] + v
+                        if index - offset[i] >= REACH:
+                            k = _put(out, fill, k, add[i])
+                            offset[i] = index
+                        k = _put(out, fill, k, ld[turn + first[i] + v, i, index - offset[i]])
+            if q >= 0:
+                turn = q % rotation * loads
+                for p in range(n_tiles[now]):
+                    k = _put(out, fill, k, mopa[products[p, 0],
+                                                turn + first[products[p, 1]] + products[p, 2],
+                                                turn + first[products[p, 3]] + products[p, 4]])
+    return k
+
+
+@numba.njit(cache=True)
+def _put(out, fill, k, word):
+    if fill:
+        out[k] = word
+    return k + 1
+
+
+@numba.njit(cache=True)
+def _mov(out, fill, k, rd, value, moves, imm_at):
+    """``mov Xrd, #value`` as ``sme.mov_words`` expands it: MOVZ (or MOVN, when fewer
+    halfwords differ from 0xFFFF than from 0) of the first halfword that needs one, then a
+    MOVK per other; one MOVZ #0 for 0."""
+    chunks = np.empty(4, np.int64)
+    nonzero = nonones = 0
+    for hw in range(4):
+        chunks[hw] = (value >> (16 * hw)) & 0xFFFF
+        nonzero += chunks[hw] != 0
+        nonones += chunks[hw] != 0xFFFF
+    invert = nonones < nonzero
+    skipped, needed = (0xFFFF, nonones) if invert else (0, nonzero)
+    started = False
+    for hw in range(4):
+        if chunks[hw] == skipped and (needed or hw):
+            continue
+        if started:
+            op, imm = 2, chunks[hw]
+        else:
+            op, imm = (1, chunks[hw] ^ 0xFFFF) if invert else (0, chunks[hw])
+            started = True
+        k = _put(out, fill, k, moves[op, rd, hw] | (imm << imm_at))
+    return k
