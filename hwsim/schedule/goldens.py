@@ -155,7 +155,8 @@ class Ahead:
     ``make(layer, feeds)``: the layer to run for ``layer`` (itself, or a copy of its operators
     as a judge runs them, with the same index) and its input values, or None if it needs no
     run of its own (``made``: layer index -> the run and its inputs, of those submitted).
-    ``inputs``: the model's."""
+    ``layers``: every layer of the model (``Ahead()``, with none, submits nothing); ``inputs``:
+    the model's."""
 
     def __init__(self, layers: list = (), inputs: dict | None = None,
                  make: Callable[[object, dict], tuple | None] | None = None):
