@@ -202,7 +202,9 @@ def _write(out, steps, m, n, dim, ct_n, grouped, w_addr, x_addr, c_addr, w_group
     ``moves``: MOVZ, MOVN, MOVK by register and halfword, ``imm16`` at bit ``imm_at``. One
     function, each part written once, because numba compiles that fastest."""
     fill = len(out) > 0
-    k = _put(out, fill, 0, singles[0])
+    # arguments of one type at every call of a helper: each type is one more compile
+    k, x8, x10 = np.int64(0), np.int64(8), np.int64(10)
+    k = _put(out, fill, k, singles[0])
     count = np.zeros(STREAMS, np.int64)       # vectors per K step of each load stream
     stride = np.zeros(STREAMS, np.int64)      # and its stride in the stream's panel
     first = np.zeros(STREAMS, np.int64)       # its first register in a K step's loads
@@ -254,9 +256,9 @@ def _write(out, steps, m, n, dim, ct_n, grouped, w_addr, x_addr, c_addr, w_group
                     tile, c0, m0 = tiles[before, t, 0], tiles[before, t, 1], tiles[before, t, 2]
                     partial = 1 if n - c0 < dim else 0
                     if partial:
-                        k = _mov(out, fill, k, 10, n - c0, moves, imm_at)
+                        k = _mov(out, fill, k, x10, n - c0, moves, imm_at)
                         k = _put(out, fill, k, singles[1])
-                    k = _mov(out, fill, k, 8, c_addr + (m0 * n + c0) * tile_bytes, moves,
+                    k = _mov(out, fill, k, x8, c_addr + (m0 * n + c0) * tile_bytes, moves,
                              imm_at)
                     k = _put(out, fill, k, singles[2])
                     for j in range(min(dim, m - m0)):
@@ -317,5 +319,5 @@ def _mov(out, fill, k, rd, value, moves, imm_at):
         else:
             op, imm = (1, chunks[hw] ^ 0xFFFF) if invert else (0, chunks[hw])
             started = True
-        k = _put(out, fill, k, moves[op, rd, hw] | (imm << imm_at))
+        k = _put(out, fill, k, np.uint32(moves[op, rd, hw] | (imm << imm_at)))
     return k
