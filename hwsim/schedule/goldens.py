@@ -103,10 +103,11 @@ def _parts(layers: list, n: int) -> list[list]:
     """``layers`` in ``n`` groups (the empty ones left out) of about the same reference-model
     work, counted as MACs and output elements (largest first, each to the lightest group)."""
     groups, work = [[] for _ in range(n)], [0] * n
-    for layer in sorted(layers, key=_work, reverse=True):
+    for size, _, layer in sorted(((_work(layer), -i, layer) for i, layer in enumerate(layers)),
+                                 reverse=True):
         lightest = work.index(min(work))
         groups[lightest].append(layer)
-        work[lightest] += _work(layer)
+        work[lightest] += size
     return [group for group in groups if group]
 
 

@@ -17,6 +17,7 @@ Not modelled: control flow (COND_IF/WHILE_LOOP sub-graphs), variables, unranked 
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -56,7 +57,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
