@@ -149,3 +149,30 @@ def test_the_check_reports_the_reference_models_own_time_apart():
         assert outer[0] == 0.0 < inner[0]
     run_graph(graph, x)
     assert outer[0] == 0.0
+
+
+def test_goldens_go_ahead_once_every_layer_is_heard():
+    """``Ahead`` submits when the last of its layers' outputs is heard, not when as many
+    outputs as it has layers are (a checkpoint of something else), and only once; its
+    goldens are each layer's on its own inputs."""
+    from hwsim.schedule.goldens import Ahead, Goldens
+    from hwsim.schedule.lowering import Layer
+    from hwsim.tosa.models import model as synthetic
+    from hwsim.tosa.models import sample_input
+    from hwsim.tosa.reference import goldens as every_tensor
+    g = synthetic("ds_cnn", dtype="fp32", width=0.25)
+    x = sample_input(g)
+    whole = every_tensor(g, [x])
+    layers = [Layer(i, [op]) for i, op in enumerate(g)]
+    early = Ahead(layers, {g.inputs[0].name: x}, lambda layer, feeds: (layer, feeds))
+    for layer in layers[:-1]:
+        early.heard(layer.index, whole[layer.output.name])
+    early.heard(len(layers) + 7, np.zeros(1))
+    assert early.parts is None and early.results() == {}
+    early.heard(layers[-1].index, whole[layers[-1].output.name])
+    parts = early.parts
+    early.heard(layers[-1].index, whole[layers[-1].output.name])
+    assert early.parts is parts and sorted(early.made) == [layer.index for layer in layers]
+    feeds = {layer.index: {t.name: whole[t.name] for t in layer.inputs} for layer in layers}
+    want = Goldens(layers, feeds, beside=False).result()
+    assert all(early.results()[i].tobytes() == want[i].tobytes() for i in want)

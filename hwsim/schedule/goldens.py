@@ -163,13 +163,15 @@ class Ahead:
                  make: Callable[[object, dict], tuple | None] | None = None):
         self.layers, self.inputs, self.make = list(layers), inputs, make
         self.values: dict = {}
+        self.unheard = {layer.index for layer in self.layers}
         self.made: dict = {}        # layer index -> (the layer run, its input values)
         self.parts: Parts | None = None
 
     def heard(self, index: int, value) -> None:
         """Layer ``index``'s simulated output is ``value``."""
         self.values[index] = value
-        if len(self.values) < len(self.layers):
+        self.unheard.discard(index)
+        if self.unheard or self.parts is not None:
             return
         producer = {layer.output.name: layer.index for layer in self.layers}
         made = (self.make(layer, layer_feeds(layer, producer, self.values, self.inputs))
