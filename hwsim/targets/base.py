@@ -95,6 +95,12 @@ class Machine:
             raise ConfigError(f"{self.name} has no memory space {space!r}; it has "
                               f"{', '.join(self.spaces)}") from None
 
+    def program_first(self, engine: str | None = None) -> bool:
+        """Whether a run on ``engine`` (default: the machine's) runs the program in order
+        before the timing (``in_order``, on the compiled engine): its effects, and so every
+        layer's output, are known before the timing runs."""
+        return (_engine(engine) if engine else self.engine) == "compiled" and self.in_order
+
     def run(self, trace: str | Path | Trace | list, params: dict[str, Any] | None = None,
             progress: Callable[[int, int], None] | None = None, numerics: bool = True,
             engine: str | None = None, watcher=None) -> Result:
@@ -104,7 +110,7 @@ class Machine:
         ``done(op)``: see ``Effects``; a machine that runs its program in order is told
         ``stops(table)`` -> op indices, ``through(op)``: every op up to a stop has finished)."""
         engine = _engine(engine) if engine else self.engine
-        if engine == "compiled" and self.in_order:
+        if self.program_first(engine):
             warm.start_core()   # compiled alongside this machine's kernels (``timing.warm``)
         if isinstance(trace, (Trace, str, Path)):
             trace = trace if isinstance(trace, Trace) else read_trace(trace)
@@ -140,7 +146,7 @@ class Machine:
         return items
 
     def _simulate(self, program, numerics: bool, engine: str, progress, watcher) -> Result:
-        in_order = engine == "compiled" and self.in_order
+        in_order = self.program_first(engine)
         table, actions = self.compile(program, numerics, actions=not in_order)
         if watcher is None:
             effects = Effects(actions or {})
