@@ -251,6 +251,25 @@ def test_partial_write_waits_for_the_full_writer_and_earlier_readers():
     assert start["part"] == start["reader"] == 5
 
 
+def test_more_edges_than_the_first_pass_has_room_for():
+    """Each reader after many partial writes waits for all of them: more than two edges per
+    scoreboard entry, so the edges take a second pass (``core.edges``)."""
+    p = Prog(["a", "b", "c"])
+    for i in range(6):
+        p.op("abc"[i % 3], 1, 2, parts=("t",))
+    for i in range(6):
+        p.op("abc"[i % 3], 1, reads=("t",), name=f"reader{i}")
+    p.op("a", 1, writes=("t",), name="writer")
+    table = p.b.table()
+    ptr, dep, _, _ = core.edges(len(table), table.unit.astype(np.int64), 3, table.dep_ptr,
+                                table.dep_res.astype(np.int64), table.dep_mode,
+                                table.res_kind.astype(np.int64), len(table.res_kind))
+    assert len(dep) == ptr[-1] == 6 * 6 + 6 + 3 > 2 * len(table.dep_res) + 1
+    _, start = p.run()
+    assert min(start[f"reader{i}"] for i in range(6)) == 2 + 2     # the last part is ready
+    assert start["writer"] >= max(start[f"reader{i}"] for i in range(6))
+
+
 def test_analytic_stalls_extend_the_op_and_are_reported():
     p = Prog([UnitSpec("u", 4)])
     p.op("u", 3, stall=("bank conflict", 2), name="a")

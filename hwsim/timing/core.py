@@ -38,9 +38,10 @@ RAW, NEW_RUN = 1, 2          # edge flags
 
 
 @jit
-def _edges(fill, n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, dep, flags,
+def _edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, dep, flags,
            reason):
-    """One pass of ``edges``: counts the edges (``fill`` false) or writes them."""
+    """``edges`` in one pass; the number of edges, of which those that fit are written."""
+    cap = len(dep)
     writer = np.full(nres, -1, np.int64)
     readers = np.full(nres * nunits, -1, np.int64)
     part_head = np.full(nres, -1, np.int64)
@@ -53,14 +54,14 @@ def _edges(fill, n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, p
             first = m
             w = writer[r]
             if w >= 0 and w != i:
-                if fill:
+                if m < cap:
                     dep[m], flags[m] = w, RAW
                 m += 1
             if mode != DEP_PART:
                 node = part_head[r]
                 while node >= 0:
                     if part_op[node] != i:
-                        if fill:
+                        if m < cap:
                             dep[m], flags[m] = part_op[node], RAW
                         m += 1
                     node = part_next[node]
@@ -68,10 +69,10 @@ def _edges(fill, n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, p
                 for u in range(nunits):
                     rd = readers[r * nunits + u]
                     if rd >= 0 and rd != i:
-                        if fill:
+                        if m < cap:
                             dep[m], flags[m] = rd, 0
                         m += 1
-            if fill and m > first:
+            if first < m <= cap:
                 flags[first] |= NEW_RUN
                 reason[first] = res_kind[r]
             if mode == DEP_READ:
@@ -85,8 +86,7 @@ def _edges(fill, n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, p
                 for u in range(nunits):
                     readers[r * nunits + u] = -1
                 writer[r] = i
-        if fill:
-            ptr[i + 1] = m
+        ptr[i + 1] = m
     return m
 
 
@@ -96,14 +96,18 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
     writer (RAW) and the readers since it (WAR: their start); a write for all of them. Readers
     are kept per unit (the last one on each unit starts last). Returns (ptr, dep, flags,
     reason): ``flags`` RAW and NEW_RUN (the first edge of one resource), ``reason`` the
-    resource's kind at a run's first edge. Two passes (count, then fill) allocate once."""
-    none = np.empty(0, np.int64)
+    resource's kind at a run's first edge. One pass into room for twice as many edges as
+    scoreboard entries (programs have about one each); a second, with room for all, if that
+    was too little."""
     args = (n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres)
-    m = _edges(False, *args, none, none, none.astype(np.int8), none.astype(np.int32))
-    ptr, dep = np.zeros(n + 1, np.int64), np.empty(m, np.int64)
-    flags, reason = np.empty(m, np.int8), np.empty(m, np.int32)
-    _edges(True, *args, ptr, dep, flags, reason)
-    return ptr, dep, flags, reason
+    ptr, cap = np.zeros(n + 1, np.int64), 2 * len(dep_res) + 1
+    while True:
+        dep, flags, reason = (np.empty(cap, np.int64), np.empty(cap, np.int8),
+                              np.empty(cap, np.int32))
+        m = _edges(*args, ptr, dep, flags, reason)
+        if m <= cap:
+            return ptr, dep[:m], flags[:m], reason[:m]
+        cap = m
 
 
 # state[...] scalar slots
