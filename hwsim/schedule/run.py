@@ -159,13 +159,22 @@ def _union(intervals: np.ndarray) -> np.ndarray:
     if not len(intervals):
         return np.zeros((0, 2), np.int64)
     iv = intervals[np.argsort(intervals[:, 0], kind="stable")]
-    ends = np.maximum.accumulate(iv[:, 1])
-    new = np.concatenate([[True], iv[1:, 0] > ends[:-1]])
-    starts = iv[new, 0]
-    groups = np.cumsum(new) - 1
-    merged_end = np.zeros(len(starts), np.int64)
-    np.maximum.at(merged_end, groups, ends)
-    return np.stack([starts, merged_end], axis=1)
+    return _merged(iv[:, 0].astype(np.int64), iv[:, 1].astype(np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def _merged(starts, ends):
+    """Rows sorted by start, those that overlap or touch merged."""
+    out = np.empty((len(starts), 2), np.int64)
+    m = -1
+    for i in range(len(starts)):
+        if m >= 0 and starts[i] <= out[m, 1]:
+            if ends[i] > out[m, 1]:
+                out[m, 1] = ends[i]
+        else:
+            m += 1
+            out[m, 0], out[m, 1] = starts[i], ends[i]
+    return out[:m + 1]
 
 
 @dataclass
@@ -177,25 +186,44 @@ class Spans:
 
 
 @numba.njit(cache=True, nogil=True)
-def _runs(starts, ends, layers):
-    """Consecutive intervals of one layer that overlap or touch, merged (each unit and port
-    lists its intervals in order, so a layer's ops mostly form one run): the same activity in
-    far fewer rows."""
-    n = len(starts)
-    out_start = np.empty(n, np.int64)
-    out_end = np.empty(n, np.int64)
-    out_layer = np.empty(n, np.int64)
-    m = -1
+def _runs(group, ngroups, starts, cycles, tags, layer_of, total):
+    """The activity of each group (a unit, a port) from its intervals in their order, clipped
+    to the run (transfers may outlast it) and empty ones dropped: consecutive intervals of one
+    layer that overlap or touch are merged (each unit and port lists its intervals in order, so
+    a layer's ops mostly form one run), the same activity in far fewer rows. Returns the rows,
+    their layers (-1: none) and where each group's begin."""
+    n = len(group)
+    ptr = np.zeros(ngroups + 1, np.int64)
     for i in range(n):
-        if ends[i] <= starts[i]:
+        ptr[group[i] + 1] += 1
+    for g in range(ngroups):
+        ptr[g + 1] += ptr[g]
+    rows = np.empty((n, 2), np.int64)
+    layers = np.empty(n, np.int64)
+    size = np.zeros(ngroups, np.int64)
+    for i in range(n):
+        g = group[i]
+        start = min(starts[i], total)
+        end = min(starts[i] + max(cycles[i], 0), total)
+        if end <= start:
             continue
-        if m >= 0 and layers[i] == out_layer[m] and starts[i] <= out_end[m]:
-            if ends[i] > out_end[m]:
-                out_end[m] = ends[i]
+        layer = layer_of[tags[i]] if tags[i] >= 0 else -1
+        k = ptr[g] + size[g] - 1
+        if size[g] > 0 and layers[k] == layer and start <= rows[k, 1]:
+            if end > rows[k, 1]:
+                rows[k, 1] = end
             continue
-        m += 1
-        out_start[m], out_end[m], out_layer[m] = starts[i], ends[i], layers[i]
-    return out_start[:m + 1], out_end[:m + 1], out_layer[:m + 1]
+        rows[k + 1, 0], rows[k + 1, 1], layers[k + 1] = start, end, layer
+        size[g] += 1
+    out_ptr = np.zeros(ngroups + 1, np.int64)
+    for g in range(ngroups):
+        out_ptr[g + 1] = out_ptr[g] + size[g]
+    out_rows = np.empty((out_ptr[-1], 2), np.int64)
+    out_layers = np.empty(out_ptr[-1], np.int64)
+    for g in range(ngroups):
+        out_rows[out_ptr[g]:out_ptr[g + 1]] = rows[ptr[g]:ptr[g] + size[g]]
+        out_layers[out_ptr[g]:out_ptr[g + 1]] = layers[ptr[g]:ptr[g] + size[g]]
+    return out_rows, out_layers, out_ptr
 
 
 def _logs(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> tuple[dict, dict]:
@@ -203,27 +231,27 @@ def _logs(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> tuple[
     bytes each port moved for each layer."""
     records = result.records
     table = records.table
-    layer_of = np.append(np.asarray(lowered.layer_of, np.int64), -1)
-
-    def spans(start, cycles, tags) -> Spans:
-        end = np.minimum(start + np.maximum(cycles, 0), result.cycles)  # transfers may outlast
-        start, end, layers = _runs(np.minimum(start, result.cycles), end, layer_of[tags])
-        return Spans(np.stack([start, end], axis=1), layers)
-
+    layer_of = np.asarray(lowered.layer_of, np.int64)
     out, moved = {}, {}
+    rows, layers, ptr = _runs(table.unit.astype(np.int64), len(table.units), records.start,
+                              records.end - records.start, table.tag, layer_of, result.cycles)
     for u, unit in enumerate(table.units):
         kind = "compute" if unit.name in lowering.compute_units else "other"
-        ops = np.flatnonzero(table.unit == u)
-        out[f"unit:{unit.name}:{kind}"] = spans(records.start[ops],
-                                                records.end[ops] - records.start[ops],
-                                                table.tag[ops])
+        out[f"unit:{unit.name}:{kind}"] = Spans(rows[ptr[u]:ptr[u + 1]],
+                                                layers[ptr[u]:ptr[u + 1]])
+    logs = [records.port_log(p) for p in range(len(table.ports))]
+    every = np.concatenate([np.zeros((0, 4), np.int64)] + logs)
+    rows, layers, ptr = _runs(np.repeat(np.arange(len(logs)), [len(log) for log in logs]),
+                              len(logs), every[:, 0].copy(), every[:, 1].copy(),
+                              every[:, 3].copy(), layer_of, result.cycles)
+    owner = np.append(layer_of, -1)     # tag -1: no instruction
     for p, port in enumerate(table.ports):
         kind = "movement" if port.name in lowering.movement_ports else "port"
-        log = records.port_log(p)
-        out[f"port:{port.name}:{kind}"] = spans(log[:, 0], log[:, 1], log[:, 3])
-        layers = layer_of[log[:, 3]]
-        good = layers >= 0
-        moved[port.name] = np.bincount(layers[good], log[good, 2].astype(float),
+        out[f"port:{port.name}:{kind}"] = Spans(rows[ptr[p]:ptr[p + 1]],
+                                                layers[ptr[p]:ptr[p + 1]])
+        owners = owner[logs[p][:, 3]]
+        good = owners >= 0
+        moved[port.name] = np.bincount(owners[good], logs[p][good, 2].astype(float),
                                        minlength=n_layers)
     return out, moved
 
@@ -348,14 +376,29 @@ def _joined(logs: dict, kind: str) -> Spans:
 
 
 def _per_layer(spans: Spans, total: int) -> tuple[np.ndarray, np.ndarray]:
-    """The union of each layer's intervals (all within [0, total]): merged rows and the layer
-    of each. Shifting layer k's rows by k * (total + 1) keeps the layers apart, so one merge
-    does them all."""
-    ok = spans.layers >= 0
-    shift = (spans.layers[ok].astype(np.int64) * (total + 1))[:, None]
-    merged = _union(spans.rows[ok].astype(np.int64) + shift)
-    layers = merged[:, 0] // (total + 1)
-    return merged - (layers * (total + 1))[:, None], layers
+    """The union of each layer's intervals: merged rows and the layer of each, by layer."""
+    ok = np.flatnonzero(spans.layers >= 0)
+    key = spans.layers[ok].astype(np.int64) * (total + 1) + spans.rows[ok, 0]
+    return _layer_runs(ok[np.argsort(key, kind="stable")],
+                       spans.rows.astype(np.int64, copy=False),
+                       spans.layers.astype(np.int64, copy=False))
+
+
+@numba.njit(cache=True, nogil=True)
+def _layer_runs(order, rows, layers):
+    """``rows`` taken in ``order`` (by layer, then start), those of one layer that overlap or
+    touch merged."""
+    out = np.empty((len(order), 2), np.int64)
+    owner = np.empty(len(order), np.int64)
+    m = -1
+    for i in order:
+        if m >= 0 and layers[i] == owner[m] and rows[i, 0] <= out[m, 1]:
+            if rows[i, 1] > out[m, 1]:
+                out[m, 1] = rows[i, 1]
+        else:
+            m += 1
+            out[m, 0], out[m, 1], owner[m] = rows[i, 0], rows[i, 1], layers[i]
+    return out[:m + 1], owner[:m + 1]
 
 
 def _covered_before(cover: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -369,11 +412,26 @@ def _covered_before(cover: np.ndarray, t: np.ndarray) -> np.ndarray:
     return np.where(i >= 0, before[at] + np.clip(t - cover[at, 0], 0, lengths[at]), 0)
 
 
-def _sums(layers: np.ndarray, values: np.ndarray, n_layers: int) -> np.ndarray:
+@numba.njit(cache=True, nogil=True)
+def _sums(layers, values, n_layers):
     """The sum of ``values`` of each layer (int64)."""
     out = np.zeros(n_layers, np.int64)
-    np.add.at(out, layers, values)
+    for i in range(len(layers)):
+        out[layers[i]] += values[i]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _extents(rows, layers, n_layers):
+    """Each layer's first start and last end (-1: no rows)."""
+    first = np.full(n_layers, np.iinfo(np.int64).max)
+    last = np.full(n_layers, -1)
+    for i in range(len(layers)):
+        layer = layers[i]
+        if layer >= 0:
+            first[layer] = min(first[layer], rows[i, 0])
+            last[layer] = max(last[layer], rows[i, 1])
+    return first, last
 
 
 def compile_attribution() -> None:
@@ -381,7 +439,12 @@ def compile_attribution() -> None:
     int64 intervals, a port log with transfers and one without), so that a cold start can do
     it while its child compiles the machine's kernels (``hwsim.timing.warm``)."""
     one = np.ones(1, np.int64)
-    _runs(0 * one, one, 0 * one)
+    _runs(0 * one, 1, 0 * one, one, 0 * one, 0 * one, 1)
+    _merged(0 * one, one)
+    rows = np.ones((1, 2), np.int64)
+    _layer_runs(0 * one, rows, 0 * one)
+    _sums(0 * one, one, 1)
+    _extents(rows, 0 * one, 1)
     _sweep(0 * one, one, 0 * one, 0 * one, 1, len(CLASSES), 1)
     for log in (np.ones((2, 3), np.int64), np.zeros((0, 3), np.int64)):
         binned(log, 1, 1)
@@ -401,11 +464,8 @@ def attribute(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> di
     hidden = _sums(layers, _covered_before(compute_all, rows[:, 1])
                    - _covered_before(compute_all, rows[:, 0]), n_layers)
     every = _joined(logs, "")
-    ok = every.layers >= 0
-    first = np.full(n_layers, np.iinfo(np.int64).max)
-    last = np.full(n_layers, -1)
-    np.minimum.at(first, every.layers[ok], every.rows[ok, 0])
-    np.maximum.at(last, every.layers[ok], every.rows[ok, 1])
+    first, last = _extents(every.rows.astype(np.int64, copy=False),
+                           every.layers.astype(np.int64, copy=False), n_layers)
     nbytes = {level: np.zeros(n_layers) for level in lowering.levels}
     for level, ports in lowering.levels.items():
         for port in ports:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from hwsim.timing.optable import OpTable
@@ -52,16 +53,38 @@ class Records:
 
     def _port_logs(self) -> list[np.ndarray]:
         t = self.table
-        owner = np.repeat(np.arange(len(t)), np.diff(t.xfer_ptr))
-        moved = np.flatnonzero(t.xfer_bytes > 0)
-        # transfers of one op are consecutive, so sorting by the owner's rank keeps their order
-        order = moved[np.argsort(self.rank[owner[moved]], kind="stable")]
-        ports = self.slot_port[order]
-        rows = np.stack([self.slot_start[order], self.slot_cycles[order], t.xfer_bytes[order],
-                         t.tag[owner[order]]], axis=1)
-        return [rows[ports == p] for p in range(len(t.ports))]
+        rows, ptr = _port_rows(self.rank, t.xfer_ptr, t.xfer_bytes, self.slot_start,
+                               self.slot_cycles, self.slot_port, t.tag, len(t.ports))
+        return [rows[ptr[p]:ptr[p + 1]] for p in range(len(t.ports))]
 
     def unit_log(self, u: int) -> np.ndarray:
         """[start, cycles, op] rows of unit ``u``'s ops, in program order."""
         ops = np.flatnonzero(self.table.unit == u)
         return np.stack([self.start[ops], self.end[ops] - self.start[ops], ops], axis=1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _port_rows(rank, xfer_ptr, xfer_bytes, slot_start, slot_cycles, slot_port, tag, nports):
+    """``port_log``'s rows of every port, one port after the other, and where each port's
+    begin: the ops walked in the order they started (``rank`` orders every op of a finished
+    run), each op's transfers in its own order."""
+    n = len(rank)
+    by_rank = np.empty(n, np.int64)
+    count = np.zeros(nports + 1, np.int64)
+    for i in range(n):
+        by_rank[rank[i]] = i
+        for k in range(xfer_ptr[i], xfer_ptr[i + 1]):
+            if xfer_bytes[k] > 0:
+                count[slot_port[k] + 1] += 1
+    ptr = np.cumsum(count)
+    fill = ptr[:-1].copy()
+    rows = np.empty((ptr[-1], 4), np.int64)
+    for r in range(n):
+        i = by_rank[r]
+        for k in range(xfer_ptr[i], xfer_ptr[i + 1]):
+            if xfer_bytes[k] > 0:
+                j = fill[slot_port[k]]
+                fill[slot_port[k]] += 1
+                rows[j, 0], rows[j, 1], rows[j, 2], rows[j, 3] = (
+                    slot_start[k], slot_cycles[k], xfer_bytes[k], tag[i])
+    return rows, ptr
