@@ -92,12 +92,14 @@ def _depthwise(op, x, w, b):
     kh, kw, c, m = w.shape
 
     def conv(x, w, b):
+        # tap by tap: a few whole-tensor products (every one formed: inf * 0 is NaN), not a
+        # batch of one tiny matrix product per channel
         cols = _windows(x, (kh, kw), op.stride, op.dilation, op.pad)
-        n, oh, ow = cols.shape[:3]
-        per_channel = np.ascontiguousarray(cols.reshape(-1, kh * kw, c).transpose(2, 0, 1))
-        out = _product(per_channel, np.ascontiguousarray(
-            w.reshape(kh * kw, c, m).transpose(1, 0, 2)))                    # [C, P, M]
-        return out.transpose(1, 0, 2).reshape(n, oh, ow, c * m) + b
+        out = np.zeros(cols.shape[:3] + (c, m))
+        for ky in range(kh):
+            for kx in range(kw):
+                out += cols[:, :, :, ky, kx, :, None] * w[ky, kx]
+        return out.reshape(out.shape[:3] + (c * m,)) + b
 
     xa, wa, ba = _magnitudes(op, x, w, b)
     if not op.local_bound:
