@@ -111,14 +111,14 @@ class Prepared(NamedTuple):
     lowered: Lowered
 
 
-def _warm_up(target: str, mode: str, graph: Graph, in_order: bool, numerics: bool) -> None:
+def _warm_up(target: str, mode: str, graph: Graph, program_first: bool, numerics: bool) -> None:
     """On a cold numba cache, compile in a child process the half of the work this process
     needs last (``hwsim.timing.warm``): for a machine that runs its program before the timing,
     SME's exact functions (``hwsim.targets.sme.warm``), the timing core and the attribution's
     kernels; else the machine's kernels (``hwsim.schedule.warm``; not for a timing-only run,
     which calls none), and this process the attribution's; on HMX, whose kernels take the
     longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
-    if in_order:
+    if program_first:
         from hwsim.targets.sme.warm import exact_names
         warm.start("core", [sys.executable, "-m", "hwsim.schedule.warm", "core",
                             *exact_names(mode, numerics)])
@@ -153,7 +153,7 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
     options = low.options(mode or low.default_mode(graph), weight_bits, params, numerics)
     machine, run_params = _machine(low, options.params)
     if warm_up:
-        _warm_up(target, options.mode, graph, machine.in_order, numerics)
+        _warm_up(target, options.mode, graph, machine.program_first(), numerics)
     # the lowerings read the graph, the mode, the weight bits and the machine's architectural
     # parameters (memory sizes and bases, SME's vector length), never a timing parameter
     key = (graph, target, options.mode, options.weight_bits,
