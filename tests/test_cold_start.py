@@ -95,9 +95,9 @@ def test_a_timing_only_run_starts_no_kernels_child(tmp_path):
         from hwsim.tosa.models import model
         graph = model("autoencoder", dtype="int8")
         assert not warm._cached()
-        _warm_up("gap9", "exact", graph, in_order=False, numerics=False)
+        _warm_up("gap9", "exact", graph, program_first=False, numerics=False)
         assert warm._child is None
-        _warm_up("sme", "int8", graph, in_order=True, numerics=False)
+        _warm_up("sme", "int8", graph, program_first=True, numerics=False)
         assert warm._child[0] == "core"
         warm.wait("core")
         assert warm._child is None and warm._cached()
@@ -154,7 +154,7 @@ def test_an_hmx_run_takes_a_share_of_the_kernels_child_and_a_gap9_run_none(tmp_p
         from hwsim.tosa.models import model
         graph = model("autoencoder", dtype="int8")
         for target, mode, share in (("hmx", "dequantise", True), ("gap9", "exact", False)):
-            _warm_up(target, mode, graph, in_order=False, numerics=True)
+            _warm_up(target, mode, graph, program_first=False, numerics=True)
             assert warm._child[0] == "kernels" and (warm._child[2] is not None) == share
             warm._child[1].kill()
             warm._child[1].wait()
@@ -248,7 +248,7 @@ def test_an_sme_run_gives_its_core_child_the_exact_functions_of_its_mode(tmp_pat
         graph = model("autoencoder", dtype="fp32")
         for mode, numerics, names in (("bf16-widening", True, ["sop"]), ("fp32", True, ["fma"]),
                                       ("int8", True, []), ("fp32", False, [])):
-            _warm_up("sme", mode, graph, in_order=True, numerics=numerics)
+            _warm_up("sme", mode, graph, program_first=True, numerics=numerics)
             assert warm._child[0] == "core" and warm._child[1].args[-len(names) - 1:] == [
                 "core", *names], mode
             warm._child[1].kill()

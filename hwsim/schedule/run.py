@@ -191,7 +191,7 @@ def _runs(group, ngroups, starts, cycles, tags, layer_of, total):
     to the run (transfers may outlast it) and empty ones dropped: consecutive intervals of one
     layer that overlap or touch are merged (each unit and port lists its intervals in order, so
     a layer's ops mostly form one run), the same activity in far fewer rows. Returns the rows,
-    their layers (-1: none) and where each group's begin."""
+    their layers (-1: none) and where each group's rows begin."""
     n = len(group)
     ptr = np.zeros(ngroups + 1, np.int64)
     for i in range(n):

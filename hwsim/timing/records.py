@@ -66,8 +66,8 @@ class Records:
 @numba.njit(cache=True, nogil=True)
 def _port_rows(rank, xfer_ptr, xfer_bytes, slot_start, slot_cycles, slot_port, tag, nports):
     """``port_log``'s rows of every port, one port after the other, and where each port's
-    begin: the ops walked in the order they started (``rank`` orders every op of a finished
-    run), each op's transfers in its own order."""
+    rows begin: the ops walked in the order they started (``rank`` orders every op of a
+    finished run), each op's transfers in its own order."""
     n = len(rank)
     by_rank = np.empty(n, np.int64)
     count = np.zeros(nports + 1, np.int64)
