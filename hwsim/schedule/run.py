@@ -156,25 +156,9 @@ def simulate(lowered: Lowered, machine, inputs: dict, params: dict, numerics: bo
 # -- attribution ---------------------------------------------------------------------------------
 def _union(intervals: np.ndarray) -> np.ndarray:
     """Sorted, merged [start, end) rows."""
-    if not len(intervals):
-        return np.zeros((0, 2), np.int64)
-    iv = intervals[np.argsort(intervals[:, 0], kind="stable")]
-    return _merged(iv[:, 0].astype(np.int64), iv[:, 1].astype(np.int64))
-
-
-@numba.njit(cache=True, nogil=True)
-def _merged(starts, ends):
-    """Rows sorted by start, those that overlap or touch merged."""
-    out = np.empty((len(starts), 2), np.int64)
-    m = -1
-    for i in range(len(starts)):
-        if m >= 0 and starts[i] <= out[m, 1]:
-            if ends[i] > out[m, 1]:
-                out[m, 1] = ends[i]
-        else:
-            m += 1
-            out[m, 0], out[m, 1] = starts[i], ends[i]
-    return out[:m + 1]
+    rows = np.asarray(intervals, np.int64).reshape(-1, 2)
+    return _layer_runs(np.argsort(rows[:, 0], kind="stable"), rows,
+                       np.zeros(len(rows), np.int64))[0]
 
 
 @dataclass
@@ -203,27 +187,31 @@ def _runs(group, ngroups, starts, cycles, tags, layer_of, total):
     size = np.zeros(ngroups, np.int64)
     for i in range(n):
         g = group[i]
-        start = min(starts[i], total)
-        end = min(starts[i] + max(cycles[i], 0), total)
-        if end <= start:
+        if cycles[i] <= 0 or starts[i] >= total:
             continue
+        start, end = starts[i], starts[i] + cycles[i]
+        if end > total:
+            end = total
         layer = layer_of[tags[i]] if tags[i] >= 0 else -1
         k = ptr[g] + size[g] - 1
         if size[g] > 0 and layers[k] == layer and start <= rows[k, 1]:
             if end > rows[k, 1]:
                 rows[k, 1] = end
             continue
-        rows[k + 1, 0], rows[k + 1, 1], layers[k + 1] = start, end, layer
+        rows[k + 1, 0] = start
+        rows[k + 1, 1] = end
+        layers[k + 1] = layer
         size[g] += 1
     out_ptr = np.zeros(ngroups + 1, np.int64)
-    for g in range(ngroups):
-        out_ptr[g + 1] = out_ptr[g] + size[g]
-    out_rows = np.empty((out_ptr[-1], 2), np.int64)
-    out_layers = np.empty(out_ptr[-1], np.int64)
-    for g in range(ngroups):
-        out_rows[out_ptr[g]:out_ptr[g + 1]] = rows[ptr[g]:ptr[g] + size[g]]
-        out_layers[out_ptr[g]:out_ptr[g + 1]] = layers[ptr[g]:ptr[g] + size[g]]
-    return out_rows, out_layers, out_ptr
+    m = 0
+    for g in range(ngroups):            # close the gaps between the groups
+        for k in range(ptr[g], ptr[g] + size[g]):
+            rows[m, 0] = rows[k, 0]
+            rows[m, 1] = rows[k, 1]
+            layers[m] = layers[k]
+            m += 1
+        out_ptr[g + 1] = m
+    return rows[:m], layers[:m], out_ptr
 
 
 def _logs(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> tuple[dict, dict]:
@@ -397,7 +385,9 @@ def _layer_runs(order, rows, layers):
                 out[m, 1] = rows[i, 1]
         else:
             m += 1
-            out[m, 0], out[m, 1], owner[m] = rows[i, 0], rows[i, 1], layers[i]
+            out[m, 0] = rows[i, 0]
+            out[m, 1] = rows[i, 1]
+            owner[m] = layers[i]
     return out[:m + 1], owner[:m + 1]
 
 
@@ -421,10 +411,13 @@ def _sums(layers, values, n_layers):
     return out
 
 
+NEVER = np.iinfo(np.int64).max
+
+
 @numba.njit(cache=True, nogil=True)
 def _extents(rows, layers, n_layers):
     """Each layer's first start and last end (-1: no rows)."""
-    first = np.full(n_layers, np.iinfo(np.int64).max)
+    first = np.full(n_layers, NEVER)
     last = np.full(n_layers, -1)
     for i in range(len(layers)):
         layer = layers[i]
@@ -440,7 +433,6 @@ def compile_attribution() -> None:
     it while its child compiles the machine's kernels (``hwsim.timing.warm``)."""
     one = np.ones(1, np.int64)
     _runs(0 * one, 1, 0 * one, one, 0 * one, 0 * one, 1)
-    _merged(0 * one, one)
     rows = np.ones((1, 2), np.int64)
     _layer_runs(0 * one, rows, 0 * one)
     _sums(0 * one, one, 1)

@@ -85,6 +85,8 @@ def _port_rows(rank, xfer_ptr, xfer_bytes, slot_start, slot_cycles, slot_port, t
             if xfer_bytes[k] > 0:
                 j = fill[slot_port[k]]
                 fill[slot_port[k]] += 1
-                rows[j, 0], rows[j, 1], rows[j, 2], rows[j, 3] = (
-                    slot_start[k], slot_cycles[k], xfer_bytes[k], tag[i])
+                rows[j, 0] = slot_start[k]
+                rows[j, 1] = slot_cycles[k]
+                rows[j, 2] = xfer_bytes[k]
+                rows[j, 3] = tag[i]
     return rows, ptr
