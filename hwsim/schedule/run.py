@@ -170,12 +170,13 @@ class Spans:
 
 
 @numba.njit(cache=True, nogil=True)
-def _runs(group, ngroups, starts, cycles, tags, layer_of, total):
+def _runs(group, ngroups, starts, cycles, tags, owner, total):
     """The activity of each group (a unit, a port) from its intervals in their order, clipped
     to the run (transfers may outlast it) and empty ones dropped: consecutive intervals of one
     layer that overlap or touch are merged (each unit and port lists its intervals in order, so
-    a layer's ops mostly form one run), the same activity in far fewer rows. Returns the rows,
-    their layers (-1: none) and where each group's rows begin."""
+    a layer's ops mostly form one run), the same activity in far fewer rows. ``owner``: the
+    layer of each tag, then -1 (the layer of tag -1). Returns the rows, their layers and where
+    each group's rows begin."""
     n = len(group)
     ptr = np.zeros(ngroups + 1, np.int64)
     for i in range(n):
@@ -192,7 +193,7 @@ def _runs(group, ngroups, starts, cycles, tags, layer_of, total):
         start, end = starts[i], starts[i] + cycles[i]
         if end > total:
             end = total
-        layer = layer_of[tags[i]] if tags[i] >= 0 else -1
+        layer = owner[tags[i]]
         k = ptr[g] + size[g] - 1
         if size[g] > 0 and layers[k] == layer and start <= rows[k, 1]:
             if end > rows[k, 1]:
@@ -219,27 +220,26 @@ def _logs(result, lowered: Lowered, lowering: Lowering, n_layers: int) -> tuple[
     bytes each port moved for each layer."""
     records = result.records
     table = records.table
-    layer_of = np.asarray(lowered.layer_of, np.int64)
+    owner = np.append(np.asarray(lowered.layer_of, np.int64), -1)     # tag -1: no instruction
     out, moved = {}, {}
     rows, layers, ptr = _runs(table.unit.astype(np.int64), len(table.units), records.start,
-                              records.end - records.start, table.tag, layer_of, result.cycles)
+                              records.end - records.start, table.tag, owner, result.cycles)
     for u, unit in enumerate(table.units):
         kind = "compute" if unit.name in lowering.compute_units else "other"
         out[f"unit:{unit.name}:{kind}"] = Spans(rows[ptr[u]:ptr[u + 1]],
                                                 layers[ptr[u]:ptr[u + 1]])
     logs = [records.port_log(p) for p in range(len(table.ports))]
-    every = np.concatenate([np.zeros((0, 4), np.int64)] + logs)
-    rows, layers, ptr = _runs(np.repeat(np.arange(len(logs)), [len(log) for log in logs]),
-                              len(logs), every[:, 0].copy(), every[:, 1].copy(),
-                              every[:, 3].copy(), layer_of, result.cycles)
-    owner = np.append(layer_of, -1)     # tag -1: no instruction
-    for p, port in enumerate(table.ports):
-        kind = "movement" if port.name in lowering.movement_ports else "port"
-        out[f"port:{port.name}:{kind}"] = Spans(rows[ptr[p]:ptr[p + 1]],
+    start, cycles, nbytes, tags = np.ascontiguousarray(
+        np.concatenate([np.zeros((0, 4), np.int64)] + logs).T)
+    port = np.repeat(np.arange(len(logs)), [len(log) for log in logs])
+    rows, layers, ptr = _runs(port, len(logs), start, cycles, tags, owner, result.cycles)
+    by_layer = owner[tags]
+    for p, spec in enumerate(table.ports):
+        kind = "movement" if spec.name in lowering.movement_ports else "port"
+        out[f"port:{spec.name}:{kind}"] = Spans(rows[ptr[p]:ptr[p + 1]],
                                                 layers[ptr[p]:ptr[p + 1]])
-        owners = owner[logs[p][:, 3]]
-        good = owners >= 0
-        moved[port.name] = np.bincount(owners[good], logs[p][good, 2].astype(float),
+        good = (port == p) & (by_layer >= 0)
+        moved[spec.name] = np.bincount(by_layer[good], nbytes[good].astype(float),
                                        minlength=n_layers)
     return out, moved
 
