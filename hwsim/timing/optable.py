@@ -31,6 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 DEP_READ, DEP_PART, DEP_WRITE = 0, 1, 2
@@ -119,7 +120,8 @@ class OpTable:
 @dataclass
 class Chunk:
     """Many rows at once, as arrays (columns as in ``OpTable``; resources, labels and reasons
-    already interned with the builder). Unset columns take their defaults."""
+    already interned with the builder). Unset columns take their defaults. The arrays are handed
+    over: the table may keep them as its columns."""
 
     unit: np.ndarray
     cycles: np.ndarray
@@ -142,6 +144,25 @@ def pair_columns(pairs: list) -> np.ndarray:
     """[2, n] int64 from n pairs of integers (dependencies, transfers)."""
     return np.fromiter(itertools.chain.from_iterable(pairs), np.int64,
                        2 * len(pairs)).reshape(-1, 2).T
+
+
+@numba.njit(cache=True, nogil=True)
+def _entries(starts, which, counts, out):
+    k = 0
+    for i in range(which.size):
+        first = starts[which[i]]
+        for j in range(counts[i]):
+            out[k] = first + j
+            k += 1
+
+
+def entries_of(starts: np.ndarray, which: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The flat indices of the entries of rows ``which`` of a ragged column whose row ``r``
+    begins at ``starts[r]``, row after row (``counts``: each one's entries): how a table
+    repeats the dependencies of the distinct instructions its ops are."""
+    out = np.empty(int(counts.sum()), np.int64)
+    _entries(starts, which, counts, out)
+    return out
 
 
 class _Rows:
@@ -289,8 +310,11 @@ class OpBuilder:
                   np.int32, np.float64, np.float64, np.int64, np.float64, np.int64)
         for k, (name, dtype) in enumerate(zip(names, dtypes)):
             arrays = [p[k] for p in parts]
-            cols[name] = np.concatenate(arrays).astype(dtype, copy=False) if arrays else \
-                np.zeros(0, dtype)
+            # a lone contiguous part is taken without a copy (a chunk's arrays are handed over);
+            # every column is contiguous, so that the core compiles one signature for all
+            cols[name] = np.zeros(0, dtype) if not arrays else \
+                np.ascontiguousarray(arrays[0], dtype) if len(arrays) == 1 else \
+                np.concatenate(arrays).astype(dtype, copy=False)
         return OpTable(
             self.units, self.ports, self.groups, cols["unit"], cols["cycles"], cols["latency"],
             cols["macs"], cols["tag"], cols["label"], cols["stall"], cols["stall_reason"],
@@ -308,17 +332,16 @@ class OpBuilder:
         def col(value, dtype, fill=0):
             return np.full(n, fill, dtype) if value is None else np.asarray(value, dtype)
 
-        zeros = np.zeros(n, np.int64)
         return (col(c.unit, np.int32), col(c.cycles, np.int64), col(c.latency, np.int64),
                 col(c.macs, np.int64), col(c.tag, np.int64, -1), col(c.label, np.int32),
-                zeros, np.full(n, -1, np.int32), col(c.dep_count, np.int64),
+                np.zeros(n, np.int64), np.full(n, -1, np.int32), col(c.dep_count, np.int64),
                 np.asarray(c.dep_res if c.dep_res is not None else [], np.int32),
                 np.asarray(c.dep_mode if c.dep_mode is not None else [], np.int8),
                 col(c.xfer_count, np.int64),
                 np.asarray(c.xfer_port if c.xfer_port is not None else [], np.int32),
                 np.asarray(c.xfer_bytes if c.xfer_bytes is not None else [], np.int64),
                 np.zeros(n, np.int8), np.full(n, -1, np.int32), np.zeros(n), np.zeros(n),
-                zeros, np.zeros(0), np.zeros(0, np.int64))
+                np.zeros(n, np.int64), np.zeros(0), np.zeros(0, np.int64))
 
 
 def _ptr(counts: np.ndarray) -> np.ndarray:

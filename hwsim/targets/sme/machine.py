@@ -40,7 +40,7 @@ from hwsim.targets.sme.program import ROUTINE, SmeProgram
 from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
 from hwsim.targets.sme.state import FPCR, SmeState
 from hwsim.timing.optable import DEP_PART, DEP_READ, DEP_WRITE, Chunk, OpBuilder, PortSpec, \
-    UnitSpec, pair_columns
+    UnitSpec, entries_of, pair_columns
 
 DATAPATHS = ("fp32", "wide16", "int8", "b16b16")
 VECTOR_WRITES = MEMORY + STORED   # a routine is ordered after the loads and stores before it
@@ -331,10 +331,8 @@ def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
         starts = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(counts, out=starts[1:])
         per_op = counts[which]
-        total = int(per_op.sum())
-        offsets = np.repeat(starts[which] - np.concatenate([[0], np.cumsum(per_op)[:-1]]),
-                            per_op) + np.arange(total)
-        return per_op, [f[offsets] if len(f) else f for f in flat]
+        entries = entries_of(starts, which, per_op)
+        return per_op, [f[entries] if len(f) else f for f in flat]
 
     dep_count, (dep_res, dep_mode) = ragged("deps", (np.int32, np.int8))
     xfer_count, (xfer_port, xfer_bytes) = ragged("xfers", (np.int32, np.int64))
