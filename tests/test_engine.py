@@ -13,7 +13,7 @@ from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.timing import core
 from hwsim.timing import engine as reference
 from hwsim.timing.effects import Effects, replay
-from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
+from hwsim.timing.optable import Chunk, OpBuilder, PortSpec, UnitSpec, entries_of
 from hwsim.timing.stats import binned, collect
 
 
@@ -373,3 +373,38 @@ def test_slices_of_any_size_give_the_same_records(seed):
     whole = core.simulate(table)
     for budget in (1, 2, 7):
         assert whole.differences(core.simulate(table, budget=budget)) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_entries_of_repeats_each_rows_entries_in_op_order(seed):
+    """``entries_of`` (how SME's table repeats the dependencies of its distinct instructions)
+    is the rows' entries one op after the other, the empty rows included."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 4, 12)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    which = rng.integers(0, 12, 50)
+    want = [starts[r] + j for r in which for j in range(counts[r])]
+    assert entries_of(starts, which, counts[which]).tolist() == want
+
+
+def test_every_column_of_a_table_is_contiguous():
+    """Rows added one by one, one chunk, or both: the core's kernels are compiled for
+    contiguous columns, and one signature serves every table (``hwsim.timing.warm``)."""
+    def builder():
+        return OpBuilder([UnitSpec("a"), UnitSpec("b")], [PortSpec("p", 4.0)])
+
+    by_rows = builder()
+    by_rows.add("a", 1, writes=("r",), transfers=((0, 8),))
+    by_rows.add("b", 2, reads=("r",))
+    one_chunk = builder()
+    one_chunk.extend(Chunk(np.array([0, 1], np.int32), np.array([1, 2], np.int64),
+                           dep_count=np.array([1, 1]), dep_res=np.array([0, 0], np.int32),
+                           dep_mode=np.array([2, 0], np.int8), xfer_count=np.array([1, 0]),
+                           xfer_port=np.array([0], np.int32), xfer_bytes=np.array([8])))
+    both = builder()
+    both.add("a", 1, writes=("r",))
+    both.extend(Chunk(np.array([1], np.int32), np.array([2], np.int64)))
+    for b in (by_rows, one_chunk, both):
+        table = b.table()
+        columns = [v for v in vars(table).values() if isinstance(v, np.ndarray)]
+        assert columns and all(c.flags.c_contiguous for c in columns)
