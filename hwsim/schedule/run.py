@@ -33,6 +33,7 @@ import numpy as np
 
 from hwsim.schedule.lowering import Lowered, Lowering
 from hwsim.targets.base import PEAK_WINDOW_CYCLES
+from hwsim.timing.optable import entries_of
 from hwsim.timing.stats import binned
 
 
@@ -79,9 +80,8 @@ class Checkpoints:
             count = per_tag[op_tags]
             ops = np.flatnonzero(count)
             n = count[ops]
-            first = (np.cumsum(per_tag) - per_tag)[op_tags[ops]]     # in the sorted tags
-            pair = np.repeat(first - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))
-            layer_of = owner[pair]
+            # each op's (op, layer) pairs: its tag's entries in the sorted tags
+            layer_of = owner[entries_of(np.cumsum(per_tag) - per_tag, op_tags[ops], n)]
             self._matched = ops, n, layer_of, np.bincount(layer_of)
         return self._matched
 
