@@ -12,7 +12,8 @@ cuts a vector in two exact pieces, each with a smaller ratio, for operands too w
 filters vectorises).
 
 ``two_sum`` and ``round_two_sum`` round an exact sum of two float64 values once: ``x + y = s +
-err`` exactly (Knuth), ``s``'s extra bits decide, and ``err`` only breaks a tie.
+err`` exactly (Knuth), ``s``'s extra bits decide, and ``err`` only breaks a tie. ``add_rounded``
+does the same for a row of accumulator cells at once, without branches.
 
 These are numba functions (``cache=True``) used by ``numerics.py`` and ``hvx_kernels.py``; the
 tests check them through those kernels against the exact-rational oracle and the twins.
@@ -165,6 +166,41 @@ def round_two_sum(s, err, ebits, mbits, top):
     out = (np.uint64(1 if s < 0.0 else 0) << np.uint64(ebits + mbits)) | np.uint64(
         (exp << mbits) | (q & ((np.int64(1) << mbits) - 1)))
     return True, out, value
+
+
+@jit
+def add_rounded(cur, totals, ok, ebits, mbits):
+    """Lane by lane, where ``ok``: the (ebits, mbits) value ``cur[o]`` plus the exact float64
+    ``totals[o]``, by ``two_sum`` and rounded once as ``round_two_sum`` does; ``ok[o]`` stays
+    true only where ``cur[o]`` was finite and the result is zero (+0) or normal. The other
+    lanes keep their ``cur``. Branch-free, so that the loop vectorises: it decodes as
+    ``finite_value`` does, for significands of at most 31 bits (converted as int32)."""
+    top = (np.int64(1) << ebits) - 1
+    bias = (np.int64(1) << (ebits - 1)) - 1
+    fraction = (np.int64(1) << mbits) - 1
+    drop = 52 - mbits
+    low_bits = (np.int64(1) << drop) - 1
+    half = np.int64(1) << (drop - 1)
+    for o in range(cur.shape[0]):
+        b = np.int64(cur[o])
+        biased = (b >> mbits) & top
+        normal = np.int64(biased != 0)
+        sig = (b & fraction) | (normal << mbits)
+        lsb = np.int64((biased + 1 - normal - bias - mbits + 1023) << 52).view(np.float64)
+        x = np.float64(np.int32(sig)) * lsb
+        x = -x if (b >> (ebits + mbits)) & 1 else x
+        s, err = two_sum(x, totals[o])
+        magnitude = np.float64(s).view(np.int64) & 0x7FFFFFFFFFFFFFFF
+        low = magnitude & low_bits
+        q = magnitude >> drop
+        q += np.int64((low > half) | ((low == half) & (((err != 0.0) & ((err > 0.0) == (s > 0.0)))
+                                                        | ((err == 0.0) & ((q & 1) != 0)))))
+        exp = (q >> mbits) - 1023 + bias
+        rounded = (np.int64(s < 0.0) << (ebits + mbits)) | (exp << mbits) | (q & fraction)
+        zero = s == 0.0
+        lane = ok[o] & (biased != top) & (zero | ((exp > 0) & (exp < top)))
+        cur[o] = np.uint64(0 if zero else rounded) if lane else cur[o]
+        ok[o] = lane
 
 
 @jit

@@ -43,8 +43,8 @@ import math
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
-from hwsim.targets.hmx.exact64 import (EXACT_RATIO, block_sums, finite_value, fp16_floats,
-                                      round_two_sum, row_sums, split, two_sum)
+from hwsim.targets.hmx.exact64 import (EXACT_RATIO, add_rounded, block_sums, finite_value,
+                                      fp16_floats, round_two_sum, row_sums, split, two_sum)
 
 EXP = 5  # exponent bits of FP16 and of its extended forms
 M_FP16 = 10  # fraction bits of FP16
@@ -317,7 +317,7 @@ def multiply_floats(values_a, ratio_a, special_a, values_w, ratio_w, special_w, 
                     mbits, group, pending):
     """The usual cells of ``multiply_into`` from the decoded operands (``operand_floats``):
     each chunk's sum a float64 dot product known exact, added to the accumulator with one
-    rounding (``two_sum``, ``round_two_sum``). A chunk's sum is exact when every product is a
+    rounding (``add_rounded``, a row at a time). A chunk's sum is exact when every product is a
     multiple of ``U`` = (the smallest lsb of the act row) * (of the weight column) and ``|a|
     |w| < 2^53 U`` (Cauchy-Schwarz bounds every partial sum), whatever the order. The other
     cells (operands too wide, Inf or NaN, results not normal) are left to ``multiply_rest``:
@@ -328,19 +328,21 @@ def multiply_floats(values_a, ratio_a, special_a, values_w, ratio_w, special_w, 
     chunks = -(-n // step)
     widest = _widest(ratio_w)
     sums = np.empty((4, chunks, cols))
+    cur, ok = np.empty(cols, dtype=np.uint64), np.empty(cols, dtype=np.bool_)
     waiting = 0
     for s in range(rows):
         if s % 4 == 0:
             block_sums(values_a, values_w, s, step, sums)
         usual = not special_a[s] and _passes(ratio_a[s], widest)
         for o in range(cols):
-            ok, cur = usual and not special_w[o], acc[s, o]
+            cur[o], ok[o] = acc[s, o], usual and not special_w[o]
+        if usual:
             for c in range(chunks):
-                if ok:
-                    ok, cur = _add_sum_fast(cur, sums[s % 4, c, o], ebits, mbits)
-            pending[s, o] = not ok
-            if ok:
-                out[s, o] = cur
+                add_rounded(cur, sums[s % 4, c], ok, ebits, mbits)
+        for o in range(cols):
+            pending[s, o] = not ok[o]
+            if ok[o]:
+                out[s, o] = cur[o]
             else:
                 waiting += 1
     return waiting
