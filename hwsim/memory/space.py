@@ -7,6 +7,8 @@ a read-only space. ``view`` hands a kernel a window of the bytes without copying
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from hwsim.errors import MemoryFault
@@ -28,7 +30,10 @@ class AddressSpace:
         if size <= 0:
             raise ValueError(f"space {name}: size must be positive")
         self.name, self.size, self.base, self.readonly = name, int(size), int(base), readonly
-        self.data = np.zeros(self.size, dtype=np.uint8)
+        # zeros mapped from the OS, each page cleared when first touched: a machine's memories
+        # (tens of MB) then cost what a program touches, where np.zeros of a size malloc
+        # serves from its heap clears every byte each time
+        self.data = np.frombuffer(mmap.mmap(-1, self.size), np.uint8)
 
     @property
     def end(self) -> int:
