@@ -146,60 +146,54 @@ def two_sum(x, y):
 def round_two_sum(s, err, ebits, mbits, top):
     """The exact ``s + err`` (``s`` nonzero, ``|err|`` at most half an ulp of ``s``) rounded once
     to nearest even in (ebits, mbits): ``(ok, bits, value)``, ``ok`` only when the result is a
-    normal number with a biased exponent up to ``top``. ``s``'s extra bits decide, and ``err``
-    only breaks a tie: it is below half a float64 ulp, so it can only move a value that sits
-    exactly on a midpoint."""
+    normal number with a biased exponent up to ``top`` (``bits`` 0 otherwise). ``s``'s extra
+    bits decide, and ``err`` only breaks a tie: it is below half a float64 ulp, so it can only
+    move a value that sits exactly on a midpoint. Branch-free, so that a loop over values
+    (``add_rounded``) vectorises."""
     bits = np.float64(s).view(np.int64)
     magnitude = bits & 0x7FFFFFFFFFFFFFFF
     drop = 52 - mbits
     low = magnitude & ((np.int64(1) << drop) - 1)
     half = np.int64(1) << (drop - 1)
     q = magnitude >> drop  # exponent and kept fraction: a carry moves into the exponent
-    if low > half or (low == half and ((err != 0.0 and (err > 0.0) == (s > 0.0)) or
-                                       (err == 0.0 and q & 1))):
-        q += 1
+    q += np.int64((low > half) | ((low == half) & (((err != 0.0) & ((err > 0.0) == (s > 0.0)))
+                                                    | ((err == 0.0) & ((q & 1) != 0)))))
     exp = (q >> mbits) - 1023 + (1 << (ebits - 1)) - 1
-    sign = bits & np.int64(-0x8000000000000000)
-    value = np.int64(sign | (q << drop)).view(np.float64)
-    if exp <= 0 or exp > top:
-        return False, np.uint64(0), value
-    out = (np.uint64(1 if s < 0.0 else 0) << np.uint64(ebits + mbits)) | np.uint64(
-        (exp << mbits) | (q & ((np.int64(1) << mbits) - 1)))
-    return True, out, value
+    value = np.int64((bits & np.int64(-0x8000000000000000)) | (q << drop)).view(np.float64)
+    ok = (exp > 0) & (exp <= top)
+    out = (np.int64(s < 0.0) << (ebits + mbits)) | (exp << mbits) | (q & ((np.int64(1) << mbits)
+                                                                        - 1))
+    return ok, np.uint64(out if ok else 0), value
+
+
+@jit
+def lane_value(bits, ebits, mbits):
+    """``finite_value`` without branches, for significands of at most 31 bits (converted as
+    int32, which vectorises)."""
+    b = np.int64(bits)
+    top = (np.int64(1) << ebits) - 1
+    biased = (b >> mbits) & top
+    normal = np.int64(biased != 0)
+    sig = (b & ((np.int64(1) << mbits) - 1)) | (normal << mbits)
+    lsb = np.int64((biased + 1 - normal - (top >> 1) - mbits + 1023) << 52).view(np.float64)
+    value = np.float64(np.int32(sig)) * lsb
+    return biased != top, -value if (b >> (ebits + mbits)) & 1 else value
 
 
 @jit
 def add_rounded(cur, totals, ok, ebits, mbits):
     """Lane by lane, where ``ok``: the (ebits, mbits) value ``cur[o]`` plus the exact float64
-    ``totals[o]``, by ``two_sum`` and rounded once as ``round_two_sum`` does; ``ok[o]`` stays
-    true only where ``cur[o]`` was finite and the result is zero (+0) or normal. The other
-    lanes keep their ``cur``. Branch-free, so that the loop vectorises: it decodes as
-    ``finite_value`` does, for significands of at most 31 bits (converted as int32)."""
-    top = (np.int64(1) << ebits) - 1
-    bias = (np.int64(1) << (ebits - 1)) - 1
-    fraction = (np.int64(1) << mbits) - 1
-    drop = 52 - mbits
-    low_bits = (np.int64(1) << drop) - 1
-    half = np.int64(1) << (drop - 1)
+    ``totals[o]``, by ``two_sum`` and ``round_two_sum``; ``ok[o]`` stays true only where
+    ``cur[o]`` was finite and the result is zero (+0) or normal. The other lanes keep their
+    ``cur``. Branch-free (``lane_value``), so that the loop vectorises."""
+    top = (np.int64(1) << ebits) - 2
     for o in range(cur.shape[0]):
-        b = np.int64(cur[o])
-        biased = (b >> mbits) & top
-        normal = np.int64(biased != 0)
-        sig = (b & fraction) | (normal << mbits)
-        lsb = np.int64((biased + 1 - normal - bias - mbits + 1023) << 52).view(np.float64)
-        x = np.float64(np.int32(sig)) * lsb
-        x = -x if (b >> (ebits + mbits)) & 1 else x
+        finite, x = lane_value(cur[o], ebits, mbits)
         s, err = two_sum(x, totals[o])
-        magnitude = np.float64(s).view(np.int64) & 0x7FFFFFFFFFFFFFFF
-        low = magnitude & low_bits
-        q = magnitude >> drop
-        q += np.int64((low > half) | ((low == half) & (((err != 0.0) & ((err > 0.0) == (s > 0.0)))
-                                                        | ((err == 0.0) & ((q & 1) != 0)))))
-        exp = (q >> mbits) - 1023 + bias
-        rounded = (np.int64(s < 0.0) << (ebits + mbits)) | (exp << mbits) | (q & fraction)
+        rounded, bits, _ = round_two_sum(s, err, ebits, mbits, top)
         zero = s == 0.0
-        lane = ok[o] & (biased != top) & (zero | ((exp > 0) & (exp < top)))
-        cur[o] = np.uint64(0 if zero else rounded) if lane else cur[o]
+        lane = ok[o] & finite & (zero | rounded)
+        cur[o] = (np.uint64(0) if zero else bits) if lane else cur[o]
         ok[o] = lane
 
 
