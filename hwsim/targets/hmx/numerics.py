@@ -737,11 +737,11 @@ def convert_usual(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_de
     waiting = 0
     for s in range(rows):
         if fb_dest:
-            field = 2 if fb_dest == 1 else 1    # the output bias, or the scale
+            which = 2 if fb_dest == 1 else 1    # the output bias, or the scale
             for o in range(cols):
                 bits = _fed_back(out_bias[o] if fb_dest == 1 else scale[o], prev[s, o], fb_op,
                                  usr20)
-                usable[field, o], fields[field, o] = finite_value(bits, e5, m_cvt)
+                usable[which, o], fields[which, o] = finite_value(bits, e5, m_cvt)
         waiting += _convert_row(acc[s], fields, usable, kinds, out[s], pending[s], ebits, mbits,
                                 rnd, usr20)
     return waiting
@@ -769,7 +769,7 @@ def _convert_row(acc, fields, usable, kinds, out, pending, ebits, mbits, rnd, us
         kind = kinds[o]
         negative = np.float64(t).view(np.int64) < 0
         base = kind & 3
-        t = 0.0 if ((base == 1) & ~negative) | ((base == 2) & negative) else t
+        t = 0.0 if ((base == 1) & (not negative)) | ((base == 2) & negative) else t
         t = abs(t) if base == 3 else t
         t = -t if kind >= 4 else t
         s2, err2 = two_sum(fields[1, o] * t, fields[2, o])
