@@ -287,24 +287,18 @@ def test_convert_float64_path_matches_the_exact_cell():
         ties = [(tiny, 0, 0, 0x0400 << 4, (0x3C00 << 4) | 8 | up, 0, 1) for up in (0, 8)]
         ties += [(O.oracle.encode(O.Fraction(2049, 2048), False, ebits, mbits), 0, 0,
                   0x3C00 << 4, 0, 0, 1)]
-        groups: dict = {}      # the cells of one rnd and USR[20], converted as one row
-        for case in list(cases) + ties:
-            groups.setdefault(case[5:], []).append(case[:5])
-        for (rnd, usr20), cells in groups.items():
-            accs_, b_i, shape, scale, b_o = (np.array(c, np.int64) for c in zip(*cells))
-            values = [[X.finite_value(v, *fmt) for v in column] for column, fmt in
-                      ((accs_, (ebits, mbits)), (b_i, (5, 15)), (scale, (5, 14)), (b_o, (5, 14)))]
-            assert all(ok for column in values for ok, _ in column)  # the float64 path's operands
-            out, pending = np.zeros(len(cells), np.uint32), np.zeros(len(cells), np.bool_)
-            N._convert_row(accs_.astype(np.uint64), np.array([[v for _, v in column]
-                                                               for column in values[1:]]),
-                           np.ones((3, len(cells)), np.bool_), shapes[shape], out, pending,
-                           np.int64(ebits), np.int64(mbits), rnd, usr20)
-            for i, (acc, bi, sh, sc, bo) in enumerate(cells):
-                want = N.convert_cell(np.uint64(acc), bi, shapes[sh], sc, bo, ebits, mbits, rnd,
-                                      0, usr20, 0)
-                assert pending[i] or out[i] == want, (acc, bi, sh, sc, bo, rnd)
-            taken += int((~pending).sum())
+        for acc, b_i, shape, scale, b_o, rnd, usr20 in list(cases) + ties:
+            m_out = N.M_CVT if rnd else N.M_FP16
+            values = [X.finite_value(v, *fmt) for v, fmt in ((acc, (ebits, mbits)),
+                                                             (b_i, (5, 15)), (scale, (5, 14)),
+                                                             (b_o, (5, 14)))]
+            assert all(ok for ok, _ in values)  # finite: the float64 path's operands
+            ok, y = N._convert_fast(*[v for _, v in values[:2]], shapes[shape],
+                                    *[v for _, v in values[2:]], ebits, mbits, m_out, usr20)
+            want = N.convert_cell(np.uint64(acc), b_i, shapes[shape], scale, b_o, ebits, mbits,
+                                  rnd, 0, usr20, 0)
+            taken += ok
+            assert not ok or (y if rnd else y << 4) == want, (acc, b_i, shape, scale, b_o, rnd)
     assert taken > 0.95 * 3 * n  # the rest: results beyond 2^15 or below 2^-14
 
 

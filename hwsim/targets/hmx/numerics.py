@@ -29,7 +29,7 @@ How the exact values are computed (the results do not depend on it): a multiply'
 float64 dot products where those are provably exact (``exact64.py``), with the operands split
 in two where one float64 sum is not enough, and integer limbs (30 bits each from 2^-48) for
 what is left; a sum is added to the accumulator and rounded once with TwoSum. The convert's
-usual cells are float64 too (``_convert_row``); the rest, with Inf, NaN, subnormal or
+usual cells are float64 too (``_convert_fast``); the rest, with Inf, NaN, subnormal or
 top-binade values, are the exact integer cell (``convert_cell``).
 
 Kernels are numba functions (``cache=True``). ``multiply_twin`` is a numpy twin of the multiply
@@ -44,8 +44,7 @@ import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
 from hwsim.targets.hmx.exact64 import (EXACT_RATIO, add_rounded, block_sums, finite_value,
-                                      fp16_floats, lane_value, round_two_sum, row_sums, split,
-                                      two_sum)
+                                      fp16_floats, round_two_sum, row_sums, split, two_sum)
 
 EXP = 5  # exponent bits of FP16 and of its extended forms
 M_FP16 = 10  # fraction bits of FP16
@@ -678,6 +677,38 @@ def convert_cell(acc_bits, in_bias, kind, scale, out_bias, ebits, mbits, rnd, ov
     return y if rnd else y << 4
 
 
+@jit
+def _convert_fast(x, b, kind, sc, ob, ebits, mbits, m_out, usr20):
+    """``convert_cell`` (before the shift for ``rnd = 0``) in float64 for the usual cells, from
+    the accumulator ``x``, the input bias ``b``, the scale ``sc`` and the output bias ``ob``
+    (finite values): ``(ok, bits)``, ``ok`` false unless ``t`` is zero or normal and the result
+    zero or normal below the top binade. ``t`` and the result are each one ``two_sum`` rounded
+    once (``round_two_sum``); ``s * X`` is exact (15 x 30 bits); IEEE signed zeros give Table
+    5's and the sums' zero signs."""
+    t = x + b  # exact when b is zero, with IEEE's sign of x + b for a zero x
+    if b != 0.0:
+        s, err = two_sum(x, b)
+        t = 0.0
+        if s != 0.0:
+            ok, _, t = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
+            if not ok:
+                return False, np.int64(0)
+    base = kind & 3
+    negative = math.copysign(1.0, t) < 0.0
+    if (base == 1 and not negative) or (base == 2 and negative):
+        t = 0.0
+    elif base == 3:
+        t = abs(t)
+    if kind >= 4:
+        t = -t
+    s, err = two_sum(sc * t, ob)
+    if s == 0.0:
+        return True, np.int64(1 << (EXP + m_out)) if math.copysign(1.0, s) < 0.0 else \
+            np.int64(0)
+    ok, y, _ = round_two_sum(s, err, np.int64(EXP), m_out, np.int64(30 if usr20 else 29))
+    return ok, np.int64(y)
+
+
 def convert(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd, ovf,
             usr20, usr21, ebits, mbits):
     """The convert transfer (section 2.3, chapter 5) of one accumulator into ``out``.
@@ -721,67 +752,39 @@ def _fed_back(field, prev, fb_op, usr20):
 @jit
 def convert_usual(acc, in_bias, shape, scale, out_bias, prev, out, shapes, fb_dest, fb_op, rnd,
                   usr20, ebits, mbits, pending):
-    """The cells of ``convert`` with finite values, a row at a time by ``_convert_row``: the
-    filters' fields decoded to float64 once (and the one under feedback per cell). The cells it
-    declines are marked in ``pending`` (and counted in the result)."""
+    """The cells of ``convert`` with finite values, by ``_convert_fast``: the filters' fields
+    decoded to float64 once (and the one under feedback per cell). The cells it declines are
+    marked in ``pending`` (and counted in the result)."""
     e5, m_cvt = E5, M14
-    rows, cols = acc.shape
+    m_out = np.int64(M_CVT if rnd else M_FP16)
+    cols = acc.shape[1]
     values, ok = np.empty((3, cols)), np.zeros((3, cols), dtype=np.bool_)
-    kinds = np.empty(cols, dtype=np.int64)
     for o in range(cols):
         ok[0, o], values[0, o] = finite_value(np.int64(in_bias[o]), e5, M15)
         ok[1, o], values[1, o] = finite_value(np.int64(scale[o]), e5, m_cvt)
         ok[2, o], values[2, o] = finite_value(np.int64(out_bias[o]), e5, m_cvt)
-        kinds[o] = shapes[shape[o]]
-    fields, usable = values.copy(), ok.copy()    # a row's, under feedback
     waiting = 0
-    for s in range(rows):
-        if fb_dest:
-            which = 2 if fb_dest == 1 else 1    # the output bias, or the scale
-            for o in range(cols):
-                bits = _fed_back(out_bias[o] if fb_dest == 1 else scale[o], prev[s, o], fb_op,
-                                 usr20)
-                usable[which, o], fields[which, o] = finite_value(bits, e5, m_cvt)
-        waiting += _convert_row(acc[s], fields, usable, kinds, out[s], pending[s], ebits, mbits,
-                                rnd, usr20)
-    return waiting
-
-
-@jit
-def _convert_row(acc, fields, usable, kinds, out, pending, ebits, mbits, rnd, usr20):
-    """The usual cells of one row in float64, lane by lane and without branches, so that the
-    loop vectorises. From the accumulator ``x`` and the filter's fields (``fields``: input bias
-    ``b``, scale ``sc``, output bias ``ob``; each ``usable`` when finite), ``t = x + b`` and
-    ``sc * shape(t) + ob`` are each one ``two_sum`` rounded once (``round_two_sum``; ``sc *
-    shape(t)`` is exact: 15 x 30 bits); IEEE signed zeros give Table 5's and the sums' zero
-    signs. A cell is declined (marked in ``pending``, counted) unless ``t`` is zero or normal
-    and the result zero or normal below the top binade."""
-    m_out = np.int64(M_CVT if rnd else M_FP16)
-    top_acc, top_out = (np.int64(1) << ebits) - 2, np.int64(30 if usr20 else 29)
-    negative_zero = np.int64(1) << (EXP + m_out)
-    waiting = 0
-    for o in range(acc.shape[0]):
-        finite, x = lane_value(acc[o], ebits, mbits)
-        b = fields[0, o]
-        s, err = two_sum(x, b)   # t = x + b rounded once; x + b keeps IEEE's zero sign
-        normal, _, rounded = round_two_sum(s, err, ebits, mbits, top_acc)
-        t = x + b if b == 0.0 else (rounded if s != 0.0 else 0.0)
-        kind = kinds[o]
-        negative = np.float64(t).view(np.int64) < 0
-        base = kind & 3
-        t = 0.0 if ((base == 1) & (not negative)) | ((base == 2) & negative) else t
-        t = abs(t) if base == 3 else t
-        t = -t if kind >= 4 else t
-        s2, err2 = two_sum(fields[1, o] * t, fields[2, o])
-        in_range, y, _ = round_two_sum(s2, err2, E5, m_out, top_out)
-        zero = s2 == 0.0
-        bits = (negative_zero if np.float64(s2).view(np.int64) < 0 else np.int64(0)) if zero \
-            else np.int64(y)
-        done = (finite & usable[0, o] & usable[1, o] & usable[2, o]
-                & ((b == 0.0) | (s == 0.0) | normal) & (zero | in_range))
-        out[o] = (bits if rnd else bits << 4) if done else out[o]
-        pending[o] = not done
-        waiting += not done
+    for s in range(acc.shape[0]):
+        for o in range(cols):
+            ok_s, sc_value, ok_o, ob_value = ok[1, o], values[1, o], ok[2, o], values[2, o]
+            if fb_dest == 1:
+                ok_o, ob_value = finite_value(_fed_back(out_bias[o], prev[s, o], fb_op, usr20),
+                                              e5, m_cvt)
+            elif fb_dest == 2:
+                ok_s, sc_value = finite_value(_fed_back(scale[o], prev[s, o], fb_op, usr20), e5,
+                                              m_cvt)
+            done, x = finite_value(np.int64(acc[s, o]), ebits, mbits)
+            y = np.int64(0)
+            if done and ok[0, o] and ok_s and ok_o:
+                done, y = _convert_fast(x, values[0, o], shapes[shape[o]], sc_value, ob_value,
+                                        ebits, mbits, m_out, usr20)
+            else:
+                done = False
+            pending[s, o] = not done
+            if done:
+                out[s, o] = y if rnd else y << 4
+            else:
+                waiting += 1
     return waiting
 
 
