@@ -161,8 +161,8 @@ def round_two_sum(s, err, ebits, mbits, top):
     exp = (q >> mbits) - 1023 + (1 << (ebits - 1)) - 1
     value = np.int64((bits & np.int64(-0x8000000000000000)) | (q << drop)).view(np.float64)
     ok = (exp > 0) & (exp <= top)
-    out = (np.int64(s < 0.0) << (ebits + mbits)) | (exp << mbits) | (q & ((np.int64(1) << mbits)
-                                                                        - 1))
+    fraction = q & ((np.int64(1) << mbits) - 1)
+    out = (np.int64(s < 0.0) << (ebits + mbits)) | (exp << mbits) | fraction
     return ok, np.uint64(out if ok else 0), value
 
 
