@@ -204,9 +204,9 @@ def test_accumulator_plus_an_exact_sum_rounds_once(case, plain):
         want = O.acc_round(O.add(O.value(bits, ebits, mbits), (total, total < 0)), ebits, mbits)
         assert N._add_sum(np.uint64(bits), float(total), ebits, mbits) == want
         # the branch-free row version, in every lane of a row, agrees where it applies
-        fast, fast_bits = N._add_sum_fast(np.uint64(bits), float(total), ebits, mbits)
+        fast, _ = N._add_sum_fast(np.uint64(bits), float(total), ebits, mbits)
         cur, ok = np.full(5, bits, dtype=np.uint64), np.array([True] * 4 + [False])
-        X.add_rounded(cur, np.full(5, float(total)), ok, np.int64(ebits), np.int64(mbits))
+        N.add_rounded(cur, np.full(5, float(total)), ok, np.int64(ebits), np.int64(mbits))
         assert ok.tolist() == [fast] * 4 + [False] and cur[4] == bits
         assert not fast or cur[:4].tolist() == [want] * 4
 

@@ -12,8 +12,8 @@ cuts a vector in two exact pieces, each with a smaller ratio, for operands too w
 filters vectorises).
 
 ``two_sum`` and ``round_two_sum`` round an exact sum of two float64 values once: ``x + y = s +
-err`` exactly (Knuth), ``s``'s extra bits decide, and ``err`` only breaks a tie. ``add_rounded``
-does the same for a row of accumulator cells at once, without branches.
+err`` exactly (Knuth), ``s``'s extra bits decide, and ``err`` only breaks a tie. Both, and
+``finite_value``, are branch-free, so that the loops calling them vectorise.
 
 These are numba functions (``cache=True``) used by ``numerics.py`` and ``hvx_kernels.py``; the
 tests check them through those kernels against the exact-rational oracle and the twins.
@@ -149,7 +149,7 @@ def round_two_sum(s, err, ebits, mbits, top):
     normal number with a biased exponent up to ``top`` (``bits`` 0 otherwise). ``s``'s extra
     bits decide, and ``err`` only breaks a tie: it is below half a float64 ulp, so it can only
     move a value that sits exactly on a midpoint. Branch-free, so that a loop over values
-    (``add_rounded``) vectorises."""
+    (``numerics.add_rounded``) vectorises."""
     bits = np.float64(s).view(np.int64)
     magnitude = bits & 0x7FFFFFFFFFFFFFFF
     drop = 52 - mbits
@@ -167,9 +167,11 @@ def round_two_sum(s, err, ebits, mbits, top):
 
 
 @jit
-def lane_value(bits, ebits, mbits):
-    """``finite_value`` without branches, for significands of at most 31 bits (converted as
-    int32, which vectorises)."""
+def finite_value(bits, ebits, mbits):
+    """``(ok, value)``: (ebits, mbits) bits as a float64 (exact for significands of up to 31
+    bits, converted as int32, and an exponent range inside float64's), ``ok`` false when the
+    exponent is all ones (``value`` then means nothing). Branch-free, so that a loop over values
+    vectorises."""
     b = np.int64(bits)
     top = (np.int64(1) << ebits) - 1
     biased = (b >> mbits) & top
@@ -178,36 +180,3 @@ def lane_value(bits, ebits, mbits):
     lsb = np.int64((biased + 1 - normal - (top >> 1) - mbits + 1023) << 52).view(np.float64)
     value = np.float64(np.int32(sig)) * lsb
     return biased != top, -value if (b >> (ebits + mbits)) & 1 else value
-
-
-@jit
-def add_rounded(cur, totals, ok, ebits, mbits):
-    """Lane by lane, where ``ok``: the (ebits, mbits) value ``cur[o]`` plus the exact float64
-    ``totals[o]``, by ``two_sum`` and ``round_two_sum``; ``ok[o]`` stays true only where
-    ``cur[o]`` was finite and the result is zero (+0) or normal. The other lanes keep their
-    ``cur``. Branch-free (``lane_value``), so that the loop vectorises."""
-    top = (np.int64(1) << ebits) - 2
-    for o in range(cur.shape[0]):
-        finite, x = lane_value(cur[o], ebits, mbits)
-        s, err = two_sum(x, totals[o])
-        rounded, bits, _ = round_two_sum(s, err, ebits, mbits, top)
-        zero = s == 0.0
-        lane = ok[o] & finite & (zero | rounded)
-        cur[o] = (np.uint64(0) if zero else bits) if lane else cur[o]
-        ok[o] = lane
-
-
-@jit
-def finite_value(bits, ebits, mbits):
-    """``(ok, value)``: (ebits, mbits) bits as a float64 (exact for up to 52 fraction bits and an
-    exponent range inside float64's), ``ok`` false when the exponent is all ones."""
-    b = np.int64(bits)
-    top = (np.int64(1) << ebits) - 1
-    biased = (b >> mbits) & top
-    if biased == top:
-        return False, 0.0
-    frac = b & ((np.int64(1) << mbits) - 1)
-    sig = frac | (np.int64(1) << mbits) if biased else frac
-    exp = (biased if biased else 1) - ((1 << (ebits - 1)) - 1) - mbits
-    value = float(sig) * np.int64((exp + 1023) << 52).view(np.float64)
-    return True, -value if (b >> (ebits + mbits)) & 1 else value

@@ -43,8 +43,8 @@ import math
 import numpy as np
 
 from hwsim.targets.floats import FINITE, INF, NAN, RNE, ZERO, _msb, jit, round_pack, unpack
-from hwsim.targets.hmx.exact64 import (EXACT_RATIO, add_rounded, block_sums, finite_value,
-                                      fp16_floats, round_two_sum, row_sums, split, two_sum)
+from hwsim.targets.hmx.exact64 import (EXACT_RATIO, block_sums, finite_value, fp16_floats,
+                                      round_two_sum, row_sums, split, two_sum)
 
 EXP = 5  # exponent bits of FP16 and of its extended forms
 M_FP16 = 10  # fraction bits of FP16
@@ -253,15 +253,24 @@ def _add_sum(cur, total, ebits, mbits):
 @jit
 def _add_sum_fast(cur, total, ebits, mbits):
     """``(ok, bits)``: ``cur`` plus the exact ``total`` by ``two_sum`` and ``round_two_sum``,
-    ``ok`` when ``cur`` is finite and the result zero (+0) or normal."""
-    ok, x = finite_value(np.int64(cur), ebits, mbits)
-    if not ok:
-        return False, np.uint64(0)
+    ``ok`` when ``cur`` is finite and the result zero (+0) or normal. Branch-free, so that
+    ``add_rounded``'s loop vectorises."""
+    finite, x = finite_value(cur, ebits, mbits)
     s, err = two_sum(x, total)
-    if s == 0.0:
-        return True, np.uint64(0)
-    ok, bits, _ = round_two_sum(s, err, ebits, mbits, (1 << ebits) - 2)
-    return ok, bits
+    rounded, bits, _ = round_two_sum(s, err, ebits, mbits, (np.int64(1) << ebits) - 2)
+    zero = s == 0.0
+    return finite & (zero | rounded), np.uint64(0) if zero else bits
+
+
+@jit
+def add_rounded(cur, totals, ok, ebits, mbits):
+    """``_add_sum_fast`` over a row, where ``ok``: ``cur[o]`` plus ``totals[o]`` rounded once;
+    ``ok[o]`` stays true only where that applied, and the other lanes keep their ``cur``."""
+    for o in range(cur.shape[0]):
+        fast, bits = _add_sum_fast(cur[o], totals[o], ebits, mbits)
+        lane = ok[o] & fast
+        cur[o] = bits if lane else cur[o]
+        ok[o] = lane
 
 
 @jit
