@@ -38,6 +38,7 @@ against the TOSA reference and reports.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -135,7 +136,7 @@ class Placement:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.raw_dtype.itemsize
+        return math.prod(self.shape) * self.raw_dtype.itemsize
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         if self.raw_dtype.kind == "f":

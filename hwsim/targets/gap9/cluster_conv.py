@@ -72,4 +72,4 @@ def _less(values: np.ndarray, zero_point: int) -> np.ndarray:
     """int8 ``values`` less ``zero_point``, contiguous, as int32 (module docstring), or int64 for
     a zero point a trace set beyond int32's range."""
     dtype = np.int32 if abs(zero_point) < 2 ** 31 - 128 else np.int64
-    return np.ascontiguousarray(np.asarray(values, np.int64) - zero_point, dtype)
+    return np.ascontiguousarray(np.subtract(values, zero_point, dtype=dtype))
