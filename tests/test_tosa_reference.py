@@ -24,6 +24,21 @@ def test_goldens_equal_single_operator_runs():
             assert np.array_equal(array, values[name]), op
 
 
+def test_goldens_of_named_tensors_are_those_of_the_whole_run():
+    """``tensors`` narrows a run to the operator outputs named and the graph's outputs (with
+    the inputs and constants, as always); their values are the every-tensor run's."""
+    g = model("ds_cnn", width=0.25)
+    x = sample_input(g)
+    every = goldens(g, x)
+    named = g.operators[2].output.name
+    some = goldens(g, x, [named])
+    produced = {t.name for op in g for t in op.outputs}
+    kept = {named} | {t.name for t in g.outputs}
+    assert set(some) & produced == kept
+    assert set(some) - produced == set(every) - produced         # inputs and constants
+    assert all(np.array_equal(some[name], every[name]) for name in some)
+
+
 def test_run_graph_accepts_lists_dicts_and_arrays():
     b = GraphBuilder()
     x, y = b.input((2, 2), "int32", "x"), b.input((2, 2), "int32", "y")

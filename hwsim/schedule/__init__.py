@@ -141,8 +141,8 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
             cache: dict | None = None, warm_up: bool = False, begin=None) -> Prepared:
     """Load, check, fuse and lower. ``cache``: see ``estimate``; ``warm_up``: on a cold numba
     cache, compile what the run will need in a second process meanwhile
-    (``hwsim.schedule.warm``); ``begin(rewritten)``: called with the lowering's rewrite of the
-    graph (``Rewritten``) before the lowering itself."""
+    (``hwsim.schedule.warm``); ``begin(rewritten, layers)``: called with the lowering's
+    rewrite of the graph (``Rewritten``) and its layers before the lowering itself."""
     if cache is not None and (numerics or not isinstance(model, Graph)):
         # a program may hold the memories of the machine it was lowered for (HMX's DMA
         # copies): only a timing-only run, which moves no data, can reuse it on a fresh machine
@@ -163,10 +163,10 @@ def prepare(model, target: str = "gap9", mode: str | None = None, weight_bits: i
         graph, layers, lowered = cache[key]
         return Prepared(graph, name, low, options, machine, run_params, layers, lowered)
     rewritten = low.rewrite(graph, options)
-    if begin is not None:
-        begin(rewritten)
     graph = rewritten.graph
     layers = low.layers(graph, options)
+    if begin is not None:
+        begin(rewritten, layers)
     lowered = low.lower(graph, layers, machine, options)
     lowered.rewritten = rewritten
     for layer in layers:        # what the rewrite made of a layer comes first
@@ -215,10 +215,10 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     wall = {}
     feeds = begun = None
 
-    def begin(rewritten: Rewritten) -> None:       # the check's runs beside the lowering
+    def begin(rewritten: Rewritten, layers: list) -> None:  # the check's runs beside the lowering
         nonlocal feeds, begun
         feeds = _feeds(rewritten, inputs)
-        begun = begin_check(rewritten.graph, feeds, rewritten)
+        begun = begin_check(rewritten.graph, layers, feeds, rewritten)
 
     start = time.perf_counter()
     graph, model_name, low, options, machine, run_params, layers, lowered = prepare(

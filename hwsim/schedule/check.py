@@ -3,10 +3,11 @@
 Each layer's golden is the reference model's output for that layer's operators run on the
 inputs the simulator itself used (its producers' simulated outputs), so an error in one layer
 does not spread into the verdicts of the next. The reference model runs at most once per set
-of layer inputs: the whole graph on the model input, every tensor an output, gives the graph
-outputs' goldens and the golden of every layer whose inputs are bit for bit what that run
-computed for them (all of them when the simulation is exact); the other layers run once more,
-together, as a graph holding a copy of each, its inputs fed as graph inputs. Runs whose
+of layer inputs: the whole graph on the model input, every tensor between its layers an
+output, gives the graph outputs' goldens and the golden of every layer whose inputs are bit
+for bit what that run computed for them (all of them when the simulation is exact); the other
+layers run once more, together, as a graph holding a copy of each, its inputs fed as graph
+inputs. Runs whose
 inputs are known before their results are needed go to the reference worker
 (``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model) before
 the lowering and the simulation (``begin``), the goldens of a narrower compute type and of the
@@ -183,16 +184,19 @@ class _Narrow:
 class Begun:
     """The reference runs of a check that need only the model input (``begin``)."""
 
-    whole: background.Pending               # every tensor of the graph
+    whole: background.Pending               # the tensors between the layers
     source: background.Pending | None       # the integer graph's outputs (``requantise``)
 
 
-def begin(graph: Graph, inputs: dict, rewritten=None) -> Begun:
+def begin(graph: Graph, layers: list, inputs: dict, rewritten=None) -> Begun:
     """Submit the runs that need only the model input ``inputs``, to run beside the lowering
-    and the simulation (``hwsim.tosa.background``): the whole graph, every tensor an output;
-    when ``rewritten`` runs an integer graph in float LSB units, that graph on its integer
+    and the simulation (``hwsim.tosa.background``): the whole graph, the tensors between its
+    ``layers`` outputs (each layer's inputs and output: what the check compares and judges;
+    not those inside a layer, which cost the run and its result's transfer only); when
+    ``rewritten`` runs an integer graph in float LSB units, that graph on its integer
     inputs."""
-    whole = background.goldens(graph, [inputs[t.name] for t in graph.inputs])
+    between = {t.name for layer in layers for t in layer.inputs + [layer.output]}
+    whole = background.goldens(graph, [inputs[t.name] for t in graph.inputs], between)
     source = None
     if rewritten is not None and rewritten.source is not None:
         source = requantise.source_run(rewritten, inputs)
@@ -227,7 +231,7 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
     ``begun``: the runs ``begin`` submitted for these inputs (else they are made here);
     ``early``: the goldens ``ahead`` submitted during the simulation."""
     early = early if early is not None else Ahead()
-    begun = begun or begin(graph, inputs, rewritten)
+    begun = begun or begin(graph, layers, inputs, rewritten)
     compute_types = low.compute_types(options)
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: layer_feeds(layer, producer, values, inputs) for layer in layers}
@@ -277,7 +281,7 @@ def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
 
 def _goldens(graph: Graph, layers: list, feeds: dict, whole: dict, share: bool,
              early: Ahead) -> dict:
-    """Each layer's golden: its output in the whole-graph run ``whole`` (every tensor) when
+    """Each layer's golden: its output in the whole-graph run ``whole`` (``begin``) when
     ``_computed``; else from one reference run of all the other layers (``Goldens``), or with
     ``share`` (the reference worker has nothing else to run) two at the same time, one in the
     worker (``Shared``), except those submitted during the simulation (``early``), picked up

@@ -307,9 +307,9 @@ def submit(graph: Graph, inputs, known: dict | None = None) -> Pending:
     return Pending(graph, arrays, worker, number, known or {})
 
 
-def goldens(graph: Graph, inputs) -> Pending:
-    """``reference.goldens`` (every tensor of one run), submitted."""
-    whole, values = reference.every_tensor(graph, inputs)
+def goldens(graph: Graph, inputs, tensors=None) -> Pending:
+    """``reference.goldens`` (the tensors of one run), submitted."""
+    whole, values = reference.every_tensor(graph, inputs, tensors)
     return submit(whole, reference.values_for(graph, values), values)
 
 

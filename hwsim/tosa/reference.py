@@ -196,17 +196,21 @@ def results(graph: Graph, ran: tuple[list | None, str, str]) -> dict[str, np.nda
     return {t.name: from_bits(t.dtype, a).reshape(t.shape) for t, a in zip(graph.outputs, raw)}
 
 
-def goldens(graph: Graph, inputs: Inputs) -> dict[str, np.ndarray]:
-    """Every tensor of one reference run: graph inputs, constants and all operator outputs."""
-    whole, values = every_tensor(graph, inputs)
+def goldens(graph: Graph, inputs: Inputs, tensors=None) -> dict[str, np.ndarray]:
+    """The tensors of one reference run: graph inputs, constants and the operator outputs named
+    in ``tensors`` (default: all of them) or among the graph's outputs."""
+    whole, values = every_tensor(graph, inputs, tensors)
     values.update(run_graph(whole, values_for(graph, values)))
     return values
 
 
-def every_tensor(graph: Graph, inputs: Inputs) -> tuple[Graph, dict[str, np.ndarray]]:
-    """``graph`` with every operator output a graph output, and the values of its inputs and
-    constants: what ``goldens`` runs, and what it adds to that run's outputs."""
-    produced = [t for op in graph for t in op.outputs]
+def every_tensor(graph: Graph, inputs: Inputs, tensors=None) \
+        -> tuple[Graph, dict[str, np.ndarray]]:
+    """``graph`` with the operator outputs ``goldens`` gives (``tensors``: names, default every
+    one) as its outputs, and the values of its inputs and constants: what ``goldens`` runs, and
+    what it adds to that run's outputs."""
+    wanted = None if tensors is None else set(tensors) | {t.name for t in graph.outputs}
+    produced = [t for op in graph for t in op.outputs if wanted is None or t.name in wanted]
     values = dict(zip((t.name for t in graph.inputs), graph_inputs(graph, inputs)))
     values.update({t.name: t.data for t in graph.constants})
     return graph.with_outputs(produced), values
