@@ -7,12 +7,11 @@ of layer inputs: the whole graph on the model input, every tensor between its la
 output, gives the graph outputs' goldens and the golden of every layer whose inputs are bit
 for bit what that run computed for them (all of them when the simulation is exact); the other
 layers run once more, together, as a graph holding a copy of each, its inputs fed as graph
-inputs. Runs whose
-inputs are known before their results are needed go to the reference worker
-(``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model) before
-the lowering and the simulation (``begin``), the goldens of a narrower compute type and of the
-integer model before the goldens of the graph type's layers, which are otherwise shared with
-the worker (``hwsim.schedule.goldens.Shared``), or, on a machine that knows every layer's
+inputs. Runs whose inputs are known before their results are needed go to the reference
+worker (``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model)
+before the lowering and the simulation (``begin``), the goldens of a narrower compute type and
+of the integer model before the goldens of the graph type's layers, which are otherwise shared
+with the worker (``hwsim.schedule.goldens.Shared``), or, on a machine that knows every layer's
 output long before its simulation ends, submitted then (``ahead``). Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
@@ -190,11 +189,11 @@ class Begun:
 
 def begin(graph: Graph, layers: list, inputs: dict, rewritten=None) -> Begun:
     """Submit the runs that need only the model input ``inputs``, to run beside the lowering
-    and the simulation (``hwsim.tosa.background``): the whole graph, the tensors between its
-    ``layers`` outputs (each layer's inputs and output: what the check compares and judges;
-    not those inside a layer, which cost the run and its result's transfer only); when
-    ``rewritten`` runs an integer graph in float LSB units, that graph on its integer
-    inputs."""
+    and the simulation (``hwsim.tosa.background``): the whole graph, with the tensors between
+    its ``layers`` as outputs (each layer's inputs and output: what the check compares and
+    judges; not those inside a layer, which would cost the run and the transfer of its result
+    only); when ``rewritten`` runs an integer graph in float LSB units, that graph on its
+    integer inputs."""
     between = {t.name for layer in layers for t in layer.inputs + [layer.output]}
     whole = background.goldens(graph, [inputs[t.name] for t in graph.inputs], between)
     source = None

@@ -309,7 +309,7 @@ def submit(graph: Graph, inputs, known: dict | None = None) -> Pending:
 
 def goldens(graph: Graph, inputs, tensors=None) -> Pending:
     """``reference.goldens`` (the tensors of one run), submitted."""
-    whole, values = reference.every_tensor(graph, inputs, tensors)
+    whole, values = reference.goldens_graph(graph, inputs, tensors)
     return submit(whole, reference.values_for(graph, values), values)
 
 

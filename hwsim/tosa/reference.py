@@ -199,12 +199,12 @@ def results(graph: Graph, ran: tuple[list | None, str, str]) -> dict[str, np.nda
 def goldens(graph: Graph, inputs: Inputs, tensors=None) -> dict[str, np.ndarray]:
     """The tensors of one reference run: graph inputs, constants and the operator outputs named
     in ``tensors`` (default: all of them) or among the graph's outputs."""
-    whole, values = every_tensor(graph, inputs, tensors)
+    whole, values = goldens_graph(graph, inputs, tensors)
     values.update(run_graph(whole, values_for(graph, values)))
     return values
 
 
-def every_tensor(graph: Graph, inputs: Inputs, tensors=None) \
+def goldens_graph(graph: Graph, inputs: Inputs, tensors=None) \
         -> tuple[Graph, dict[str, np.ndarray]]:
     """``graph`` with the operator outputs ``goldens`` gives (``tensors``: names, default every
     one) as its outputs, and the values of its inputs and constants: what ``goldens`` runs, and
