@@ -36,6 +36,10 @@ class Rows:
         self.resource = b.resource
         self._block_ids = [-1] * blocks      # VTCM block -> resource id (-1: not yet)
         self._waited_key, self._waited = None, []
+        self._named: dict = {}
+        self._labels: dict = {}
+        self.mpy, self.cvt, self.hvx, self.dma = (b.unit_index[u]
+                                                  for u in ("mpy", "cvt", "hvx", "dma"))
         self._columns()
 
     def _columns(self) -> None:
@@ -47,6 +51,13 @@ class Rows:
         resource = self.resource
         return [resource(k) for k in keys]
 
+    def named(self, keys: tuple) -> list:
+        """``ids`` of a constant tuple of keys, worked out once (callers do not change it)."""
+        found = self._named.get(keys)
+        if found is None:
+            found = self._named[keys] = self.ids(keys)
+        return found
+
     def waited(self, issue) -> list:
         """The ids of ``issue.waited()`` (the same list until the fence or the wait changes:
         callers do not change it)."""
@@ -57,44 +68,57 @@ class Rows:
 
     def vtcm(self, spans) -> list:
         """The resource ids of the VTCM blocks of each (address, bytes) span, in order."""
-        base = self.base
-        return self.blocks([((a - base) // CROUTON_BYTES, (a + n - 1 - base) // CROUTON_BYTES)
-                            for a, n in spans])
+        base, out = self.base, []
+        for a, n in spans:
+            out += self.block_ids((a - base) // CROUTON_BYTES, (a + n - 1 - base) // CROUTON_BYTES)
+        return out
 
     def blocks(self, ranges) -> list:
         """The resource ids of the VTCM blocks ``first..last`` of each range (indices from
         the VTCM's base), in order."""
-        ids, out = self._block_ids, []
+        out = []
         for first, last in ranges:
-            part = ids[first:last + 1]
-            if -1 in part:
-                for j in range(first, last + 1):
-                    if ids[j] < 0:
-                        ids[j] = self.resource(("vtcm", j))
-                part = ids[first:last + 1]
-            out += part
+            out += self.block_ids(first, last)
         return out
 
-    def add(self, unit: str, cycles: int, reads: list, writes: list, tag: int, label: str,
-            transfer: tuple | None = None, macs: int = 0) -> int:
-        """Append an op reading and writing these resource ids, moving ``transfer`` (port,
-        bytes); returns its index."""
+    def block_ids(self, first: int, last: int) -> list:
+        ids = self._block_ids
+        part = ids[first:last + 1]
+        if -1 in part:
+            for j in range(first, last + 1):
+                if ids[j] < 0:
+                    ids[j] = self.resource(("vtcm", j))
+            part = ids[first:last + 1]
+        return part
+
+    def labelled(self, key: tuple, text) -> int:
+        """The label id of ``key``, its text ``text(*key)`` made once."""
+        found = self._labels.get(key)
+        if found is None:
+            found = self._labels[key] = self.b.label(text(*key))
+        return found
+
+    def add(self, unit: int, cycles: int, reads: list, writes: list, tag: int, label: int,
+            port: int = -1, nbytes: int = 0, macs: int = 0) -> int:
+        """Append an op on unit ``unit`` (its index) reading and writing these resource ids,
+        with label id ``label``, moving ``nbytes`` through ``port`` (-1: none); returns its
+        index."""
         op = self.b.count + len(self.unit)
-        self.unit.append(self.b.unit_index[unit])
+        self.unit.append(unit)
         self.cycles.append(cycles)
         self.macs.append(macs)
         self.tag.append(tag)
-        self.label.append(self.b.label(label))
+        self.label.append(label)
         self.reads.append(len(reads))
         self.writes.append(len(writes))
         self.dep_res += reads
         self.dep_res += writes
-        if transfer is None:
+        if port < 0:
             self.xfer_count.append(0)
         else:
             self.xfer_count.append(1)
-            self.xfer_port.append(transfer[0])
-            self.xfer_bytes.append(transfer[1])
+            self.xfer_port.append(port)
+            self.xfer_bytes.append(nbytes)
         return op
 
     def flush(self) -> None:
@@ -157,7 +181,8 @@ _ACCS = {(0,): (("acc", 0),), (1,): (("acc", 1),), (0, 1): (("acc", 0), ("acc", 
 
 def _multiply(m, rows: Rows, e: Emit) -> None:
     plan, state, vtcm, issue = e.step.plan, m.state, m.spaces["vtcm"], e.issue
-    targets = (issue.primary, 1 - issue.primary) if plan.deep_weights else (issue.primary,)
+    primary = issue.primary
+    targets = (primary, 1 - primary) if plan.deep_weights else (primary,)
     cycles = m.cycles("mpy_setup_cycles") + m.cycles("mpy_cycles_per_vector", plan.needed)
     cycles += m.cycles("mpy_flush_cycles_per_vector", max(0, plan.given - plan.needed))
     nbytes = plan.channels * CELLS * 2 + plan.given * VECTOR_BYTES  # activations + weights
@@ -171,13 +196,17 @@ def _multiply(m, rows: Rows, e: Emit) -> None:
                 state.acc[index] = m.buffers.acc[index]
         return commit
 
-    accs = rows.ids(_ACCS[targets])
-    label = (f"mpy{_SHAPES[e.step.item.act.kind]}{' 64f' if plan.deep_weights else ''} "
-             f"k={plan.channels} acc{issue.primary}")
-    reads = accs + rows.blocks(plan.blocks) + rows.ids(("usr",)) + rows.waited(issue)
-    op = rows.add("mpy", cycles, reads, accs, e.index, label, (m.hmx_port, nbytes),
+    accs = rows.named(_ACCS[targets])
+    label = rows.labelled((e.step.item.act.kind, plan.deep_weights, plan.channels, primary),
+                          _multiply_label)
+    reads = accs + rows.blocks(plan.blocks) + rows.named(("usr",)) + rows.waited(issue)
+    op = rows.add(rows.mpy, cycles, reads, accs, e.index, label, m.hmx_port, nbytes,
                   plan.channels * CELLS * CELLS * len(targets))
     e.act(op, action if m.numerics else None)
+
+
+def _multiply_label(kind: str, deep: bool, channels: int, primary: int) -> str:
+    return f"mpy{_SHAPES[kind]}{' 64f' if deep else ''} k={channels} acc{primary}"
 
 
 def _convert(m, rows: Rows, e: Emit) -> None:
@@ -208,11 +237,15 @@ def _convert(m, rows: Rows, e: Emit) -> None:
             swap()
         return commit
 
-    reads = rows.ids((("acc", index), ("bias", sel), "usr", "cvt")) + rows.waited(issue)
-    writes = rows.ids(("cvt", ("acc", index)) if clear else ("cvt",))
-    label = f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
-    op = rows.add("cvt", m.cycles("cvt_cycles"), reads, writes, e.index, label)
+    reads = rows.named((("acc", index), ("bias", sel), "usr", "cvt")) + rows.waited(issue)
+    writes = rows.named(("cvt", ("acc", index)) if clear else ("cvt",))
+    label = rows.labelled((index, sel, clear), _convert_label)
+    op = rows.add(rows.cvt, m.cycles("cvt_cycles"), reads, writes, e.index, label)
     e.act(op, action)
+
+
+def _convert_label(index: int, sel: int, clear: bool) -> str:
+    return f"cvt acc{index} bias{sel}" + (" clear+swap" if clear else " retain")
 
 
 def _write_convert(m, rows: Rows, e: Emit) -> None:
@@ -221,9 +254,10 @@ def _write_convert(m, rows: Rows, e: Emit) -> None:
     def action():
         data = datapath.write_convert(state)
         return lambda: vtcm.store(addr, data)
-    op = rows.add("cvt", m.cycles("cvt_write_cycles"), rows.ids(("cvt",)) + rows.waited(e.issue),
+    op = rows.add(rows.cvt, m.cycles("cvt_write_cycles"),
+                  rows.named(("cvt",)) + rows.waited(e.issue),
                   rows.vtcm(((addr, CROUTON_BYTES),)), e.index,
-                  f"write cvt -> {addr:#x}", (m.hmx_port, CROUTON_BYTES))
+                  rows.b.label(f"write cvt -> {addr:#x}"), m.hmx_port, CROUTON_BYTES)
     e.act(op, action if m.numerics else None)
 
 
@@ -239,29 +273,29 @@ def _bias(m, rows: Rows, e: Emit) -> None:
         data = layouts.pack_bias_words(state.bias[index])
         return lambda: vtcm.store(addr, data)
 
-    label = f"bias {'load' if load else 'store'} {addr:#x} [{index}]"
+    label = rows.b.label(f"bias {'load' if load else 'store'} {addr:#x} [{index}]")
     if load:  # resources interned in the order of reads, then writes
         reads = rows.vtcm(((addr, BIAS_SET_BYTES),))
         reads += rows.waited(e.issue)
-        writes = rows.ids((("bias", index),))
+        writes = rows.named((("bias", index),))
     else:
-        reads = rows.ids((("bias", index),)) + rows.waited(e.issue)
+        reads = rows.named((("bias", index),)) + rows.waited(e.issue)
         writes = rows.vtcm(((addr, BIAS_SET_BYTES),))
-    op = rows.add("cvt", m.cycles("bias_cycles"), reads, writes, e.index, label,
-                  (m.hmx_port, BIAS_SET_BYTES))
+    op = rows.add(rows.cvt, m.cycles("bias_cycles"), reads, writes, e.index, label,
+                  m.hmx_port, BIAS_SET_BYTES)
     e.act(op, action if m.numerics else None)
 
 
 def _clear(m, rows: Rows, e: Emit) -> None:
-    op = rows.add("mpy", m.cycles("clracc_cycles"), rows.waited(e.issue),
-                  rows.ids((("acc", 0), ("acc", 1))), e.index, "clear acc")
+    op = rows.add(rows.mpy, m.cycles("clracc_cycles"), rows.waited(e.issue),
+                  rows.named((("acc", 0), ("acc", 1))), e.index, rows.b.label("clear acc"))
     e.act(op, lambda: lambda: m.state.acc.fill(0))
 
 
 def _usr(m, rows: Rows, e: Emit) -> None:
     value = e.step.plan
-    op = rows.add("cvt", m.cycles("usr_cycles"), rows.waited(e.issue),
-                  rows.ids(("usr",)), e.index, f"USR = {value:#x}")
+    op = rows.add(rows.cvt, m.cycles("usr_cycles"), rows.waited(e.issue),
+                  rows.named(("usr",)), e.index, rows.b.label(f"USR = {value:#x}"))
     e.act(op, lambda: lambda: setattr(m.state, "usr", value))
 
 
@@ -269,9 +303,14 @@ def _hvx(m, rows: Rows, e: Emit) -> None:
     plan, vtcm = e.step.plan, m.spaces["vtcm"]
     reads = rows.vtcm(plan.reads) + rows.waited(e.issue)
     writes = rows.vtcm(plan.writes)
-    op = rows.add("hvx", m.cycles(plan.cost, plan.vectors), reads, writes, e.index,
-                  f"{e.step.item.spec.name} {plan.vectors}v", (m.hvx_port, plan.moved))
+    label = rows.labelled((e.step.item.spec.name, plan.vectors), _hvx_label)
+    op = rows.add(rows.hvx, m.cycles(plan.cost, plan.vectors), reads, writes, e.index, label,
+                  m.hvx_port, plan.moved)
     e.act(op, (lambda: plan.run(vtcm)) if m.numerics else None)
+
+
+def _hvx_label(name: str, vectors: int) -> str:
+    return f"{name} {vectors}v"
 
 
 def _dma(m, rows: Rows, e: Emit) -> None:
@@ -291,7 +330,8 @@ def _dma_wait(m, rows: Rows, e: Emit) -> None:
     issue.waits += 1
     tokens, issue.dma_tokens = tuple(issue.dma_tokens), []
     issue.sync = ("dma_wait", issue.waits)
-    rows.add("dma", 0, rows.ids(tokens), rows.ids((issue.sync,)), e.index, "dma_wait")
+    rows.add(rows.dma, 0, rows.ids(tokens), rows.ids((issue.sync,)), e.index,
+             rows.b.label("dma_wait"))
 
 
 def _dma_fence(m, rows: Rows, e: Emit) -> None:
@@ -299,7 +339,7 @@ def _dma_fence(m, rows: Rows, e: Emit) -> None:
     # them to start, i.e. to have read their operands; later DMAs queue behind it on the unit
     fence = e.issue.fence
     e.issue.fence = ("dma_fence", fence[1] + 1)
-    rows.add("dma", 0, [], rows.ids((fence,)), e.index, "dma_fence")
+    rows.add(rows.dma, 0, [], rows.ids((fence,)), e.index, rows.b.label("dma_fence"))
 
 
 BUILDERS: dict[str, Callable] = {
