@@ -39,9 +39,9 @@ def planned(lines):
 def test_gathers_match_their_twins(name):
     m, vtcm, plan = planned(MULTIPLIES[name])
     mem = vtcm.data.view(np.uint16)
-    starts, lo, hi, rows, wgt_start = plan.operands
+    first, step, count, start, stop, rows, wgt_start = plan.operands
     act = np.full((D.MAX_CHANNELS, 32), 0xFFFF, dtype=np.uint16)
-    k = D.gather_act(mem, starts, lo, hi, rows, act)
+    k = D.gather_act(mem, first, step, count, start, stop, rows, act)
     assert k == plan.channels
     assert (act[:k] == D.act_matrix(vtcm, plan)).all()
     wgt = np.full((2 * D.MAX_CHANNELS, 32), 0xFFFF, dtype=np.uint16)

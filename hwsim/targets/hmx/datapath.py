@@ -47,30 +47,19 @@ class MpyBuffers:
         self.pending = np.zeros((2, CELLS, CELLS), dtype=np.bool_)  # cells left to the rest
 
 
-def operands(croutons: list, rows, wgt_addr: int, base: int) -> tuple:
-    """A multiply's VTCM operands as ``multiply_vtcm`` takes them: the croutons' FP16 offsets
-    from ``base`` and channel ranges, the single's row map (empty otherwise), the weights'
-    FP16 offset."""
-    starts = np.array([(a - base) // 2 for a, _, _ in croutons], dtype=np.int64)
-    lo = np.array([c for _, c, _ in croutons], dtype=np.int64)
-    hi = np.array([c for _, _, c in croutons], dtype=np.int64)
-    rows = np.empty(0, np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
-    return starts, lo, hi, rows, (wgt_addr - base) // 2
-
-
 def multiply(vtcm, state, plan, targets: list, acc_format: tuple, group: int,
              buffers: MpyBuffers) -> None:
     """The multiply of ``plan`` (``machine.MpyPlan``) into accumulators ``targets`` (the
     primary, then the other for weight deep): new accumulators in ``buffers.acc[target]``.
     The accumulator is a resource every multiply into it reads and writes, so the next one
     starts only once this one's results are committed: one buffer per accumulator is enough."""
-    starts, lo, hi, rows, wgt_start = plan.operands
+    first, step, count, start, stop, rows, wgt_start = plan.operands
     b, infnan = buffers, state.usr_field("infnan_propagate")
-    if multiply_vtcm(vtcm.data.view(np.uint16), starts, lo, hi, rows, wgt_start, plan.given,
-                     plan.needed, plan.deep_weights, state.acc, targets[0], b.acc, plan.negate,
-                     infnan, acc_format[0], acc_format[1], group, b.act, b.wgt, b.act_values,
-                     b.act_ratio, b.act_special, b.seen, b.key, b.values, b.ratio, b.special,
-                     b.pending):
+    if multiply_vtcm(vtcm.data.view(np.uint16), first, step, count, start, stop, rows,
+                     wgt_start, plan.given, plan.needed, plan.deep_weights, state.acc,
+                     targets[0], b.acc, plan.negate, infnan, acc_format[0], acc_format[1], group,
+                     b.act, b.wgt, b.act_values, b.act_ratio, b.act_special, b.seen, b.key,
+                     b.values, b.ratio, b.special, b.pending):
         _multiply_rest(state, plan, targets, infnan, acc_format, group, b)
 
 
@@ -91,21 +80,26 @@ def _multiply_rest(state, plan, targets, infnan, acc_format, group, b: MpyBuffer
 
 
 @jit
-def gather_act(mem, starts, lo, hi, rows, out):
+def gather_act(mem, first, step, count, start, stop, rows, out):
     """The activation operand as ``out[k, s]`` FP16 bits (channel by accumulator spatial) from
-    the FP16 words ``mem`` of the VTCM; returns k. The FP16 of spatial s, channel c of a crouton
-    is word ``(s // 2) * 64 + c * 2 + s % 2`` (``layouts.crouton_order``)."""
+    the FP16 words ``mem`` of the VTCM; returns k. ``count`` croutons from word ``first``,
+    ``step`` words apart; channels ``start`` on of the first, up to ``stop`` of the last (a
+    single's: of both, spatial s from spatial ``rows[s]`` of the two, 32..63 the second's).
+    The FP16 of spatial s, channel c of a crouton is word ``(s // 2) * 64 + c * 2 + s % 2``
+    (``layouts.crouton_order``)."""
     k = 0
-    if rows.size:  # a single: spatial s from spatial rows[s] of the two croutons (32..63: second)
-        for c in range(lo[0], hi[0] + 1):
+    if rows.size:
+        for c in range(start, stop + 1):
             for s in range(CELLS):
                 r = rows[s] % CELLS
-                out[k, s] = mem[starts[rows[s] // CELLS] + (r // 2) * 64 + c * 2 + r % 2]
+                out[k, s] = mem[first + rows[s] // CELLS * step + (r // 2) * 64 + c * 2 + r % 2]
             k += 1
         return k
-    for i in range(starts.size):
-        for c in range(lo[i], hi[i] + 1):
-            base = starts[i] + c * 2
+    for i in range(count):
+        lo = start if i == 0 else 0
+        hi = stop if i == count - 1 else CELLS - 1
+        for c in range(lo, hi + 1):
+            base = first + i * step + c * 2
             for s in range(CELLS):
                 out[k, s] = mem[base + (s // 2) * 64 + s % 2]
             k += 1
@@ -125,14 +119,15 @@ def gather_wgt(mem, start, given, needed, out):
 
 
 @jit
-def multiply_vtcm(mem, starts, lo, hi, rows, wgt_start, given, needed, deep, acc, primary, out,
-                  negate, infnan, ebits, mbits, group, act_buf, wgt_buf, act_values, act_ratio,
-                  act_special, seen, key, values, ratio, special, pending):
+def multiply_vtcm(mem, first, step, count, start, stop, rows, wgt_start, given, needed, deep,
+                  acc, primary, out, negate, infnan, ebits, mbits, group, act_buf, wgt_buf,
+                  act_values, act_ratio, act_special, seen, key, values, ratio, special,
+                  pending):
     """Gather and decode the operands and multiply into ``out[primary]`` (and ``out[1 -
     primary]`` with the second filter group when ``deep``), from ``acc``, by
     ``numerics.multiply_floats``: the number of cells it leaves (marked in ``pending``). The
     weights are decoded unless they are the ones last decoded (``MpyBuffers``)."""
-    k = gather_act(mem, starts, lo, hi, rows, act_buf)
+    k = gather_act(mem, first, step, count, start, stop, rows, act_buf)
     gather_wgt(mem, wgt_start, given, needed, wgt_buf)
     chunks = -(-k // (k if group <= 0 else group))
     # C-contiguous views and an int64 zero: numerics' kernels compile once for every caller

@@ -46,12 +46,18 @@ from hwsim.targets.hmx.semantics import BUILDERS, Emit, Issue, Rows
 from hwsim.targets.hmx.state import CELLS, HmxState
 from hwsim.timing.optable import OpBuilder, PortSpec, UnitSpec
 
-@dataclass
+@dataclass(slots=True)
 class MpyPlan:
-    """A multiply as the VTCM it reads: croutons (address, first and last channel), the
-    single's row map into its two croutons, weights, and what they cost."""
+    """A multiply as the VTCM it reads: ``count`` croutons from ``addr``, ``step`` bytes apart
+    (the deep's follow each other; the single's two are dY apart), channels from ``start`` of
+    the first to ``stop`` of the last (the single's: of both), the single's row map into its
+    two croutons, weights, and what they cost."""
 
-    croutons: list
+    addr: int
+    step: int
+    count: int
+    start: int
+    stop: int
     rows: np.ndarray | None
     channels: int
     wgt_addr: int
@@ -61,6 +67,15 @@ class MpyPlan:
     negate: int
     operands: tuple = ()  # the VTCM offsets as ``datapath.multiply_vtcm`` takes them
     blocks: tuple = ()  # the 2 KB VTCM blocks it reads: (first, last) ranges of block indices
+
+    @property
+    def croutons(self) -> list[tuple[int, int, int]]:
+        """(address, first channel, last channel) of each crouton."""
+        if self.rows is not None:
+            return [(self.addr + i * self.step, self.start, self.stop) for i in range(2)]
+        last = self.count - 1
+        return [(self.addr + i * self.step, self.start if i == 0 else 0,
+                 self.stop if i == last else 31) for i in range(self.count)]
 
 
 @dataclass
@@ -137,35 +152,34 @@ class HmxMachine(Machine):
     def _plan_multiply(self, item: Multiply) -> MpyPlan:
         act, wgt = item.act.fields, item.wgt.fields
         addr, start, stop = act["address"], act["channel_start"], act["channel_stop"]
-        kind, rows = item.act.kind, None
+        kind, rows, step = item.act.kind, None, CROUTON_BYTES
         if kind == "act_deep":
-            last = act["dc"]
-            croutons = [(addr + i * CROUTON_BYTES, start if i == 0 else 0,
-                         stop if i == last else 31) for i in range(last + 1)]
-            channels = 32 * last + stop + 1 - start
+            count = act["dc"] + 1
+            channels = 32 * (count - 1) + stop + 1 - start
         elif kind == "act_single":
-            croutons = [(addr, start, stop), (addr + act["dy"], start, stop)]
-            # a writeable copy: the multiply kernel is compiled for writeable arrays
-            rows = single_rows(act["offset"], act["spatial_mask"]).copy()
+            count, step = 2, act["dy"]
+            rows = single_rows(act["offset"], act["spatial_mask"])
             channels = stop + 1 - start
         else:
-            croutons = [(addr, start, stop)]
-            channels = stop + 1 - start
+            count, channels = 1, stop + 1 - start
         vtcm = self.spaces["vtcm"]
-        if rows is not None or not vtcm.base <= addr <= vtcm.end - len(croutons) * CROUTON_BYTES:
-            for i, (a, _, _) in enumerate(croutons):  # the error names the crouton outside
-                self._in_vtcm(item.act, a, CROUTON_BYTES, 0 if i == 0 else 1, f"crouton {i}: ")
+        if rows is not None or not vtcm.base <= addr <= vtcm.end - count * CROUTON_BYTES:
+            for i in range(count):  # the error names the crouton outside
+                self._in_vtcm(item.act, addr + i * step, CROUTON_BYTES, 0 if i == 0 else 1,
+                              f"crouton {i}: ")
         deep = item.wgt.kind == "wgt_deep"
         wgt_addr, given = wgt["address"], wgt["dw"] // VECTOR_BYTES + 1
         self._in_vtcm(item.wgt, wgt_addr, given * VECTOR_BYTES, 1, "weight range: ")
-        # a deep activation's croutons follow each other: one range
-        spans = [(addr, len(croutons) * CROUTON_BYTES)] if rows is None else \
-            [(a, CROUTON_BYTES) for a, _, _ in croutons]
-        spans.append((wgt_addr, given * VECTOR_BYTES))
-        return MpyPlan(croutons, rows, channels, wgt_addr, given,
-                       channels // 2 * (2 if deep else 1), deep, wgt["negate"],
-                       datapath.operands(croutons, rows, wgt_addr, vtcm.base),
-                       tuple(self.block_range(a, n) for a, n in spans))
+        base = vtcm.base
+        first = (addr - base) // CROUTON_BYTES
+        # a deep activation's croutons follow each other (one range), a single's are dY apart
+        blocks = ((first, first + count - 1),) if rows is None else \
+            ((first, first), (first + step // CROUTON_BYTES,) * 2)
+        blocks += (self.block_range(wgt_addr, given * VECTOR_BYTES),)
+        operands = ((addr - base) // 2, step // 2, count, start, stop,
+                    _NO_ROWS if rows is None else rows, (wgt_addr - base) // 2)
+        return MpyPlan(addr, step, count, start, stop, rows, channels, wgt_addr, given,
+                       channels // 2 * (2 if deep else 1), deep, wgt["negate"], operands, blocks)
 
     def _plan_dma(self, item: Instr) -> Copy:
         f = item.fields
@@ -195,7 +209,7 @@ class HmxMachine(Machine):
                  UnitSpec("cvt", t.hmx_queue_depth), UnitSpec("hvx", t.hvx_queue_depth),
                  UnitSpec("dma", DMA_QUEUE, in_flight=t.dma_channels)]
         b = OpBuilder(units, ports)
-        self._costs: dict[str, float] = {}
+        self._costs: dict[tuple, int] = {}
         self.numerics = numerics
         self.dma = Dma("dma", {"vtcm": b.port("vtcm.dma"), "ddr": b.port("ddr")},
                        t.dma_setup_cycles)
@@ -225,11 +239,12 @@ class HmxMachine(Machine):
         return (addr - base) // CROUTON_BYTES, (addr + nbytes - 1 - base) // CROUTON_BYTES
 
     def cycles(self, name: str, count: float = 1.0) -> int:
-        """Cycles of ``count`` times the cost parameter ``name`` (read once per run)."""
-        cost = self._costs.get(name)
-        if cost is None:
-            cost = self._costs[name] = getattr(self.timing, name)
-        return math.ceil(cost * count)
+        """Cycles of ``count`` times the cost parameter ``name`` (each worked out once per
+        run: programs repeat a few costs thousands of times)."""
+        found = self._costs.get((name, count))
+        if found is None:
+            found = self._costs[(name, count)] = math.ceil(getattr(self.timing, name) * count)
+        return found
 
 
 DMA_QUEUE = 16   # assumption: descriptors the DMA engine buffers ahead of the thread
@@ -242,6 +257,10 @@ _PLANNERS = {
     "cvt": lambda m, item: None, "clracc": lambda m, item: None,
     "dma_wait": lambda m, item: None, "dma_fence": lambda m, item: None,
 }
+
+
+_NO_ROWS = np.empty(0, dtype=np.int64)     # the row map of a multiply that is not a single
+_NO_ROWS.flags.writeable = False
 
 
 @lru_cache(maxsize=None)
