@@ -171,10 +171,12 @@ DMA_SPECS = [
 SPECS = {spec.name: spec for spec in HMX_SPECS + HVX_SPECS + DMA_SPECS}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class Instr:
     """One parsed line: its spec, decoded fields (all words merged), plain integer arguments
-    and where it came from (``arg_locs``: one per argument, for errors)."""
+    and where it came from (``arg_locs``: one per argument, for errors). Never changed once
+    made (equal instructions of a program share one), but not frozen: a lowering makes
+    thousands, and a frozen dataclass costs three times as much to make."""
 
     spec: Spec
     fields: dict
@@ -190,9 +192,10 @@ class Instr:
         return ProgramError(f"{loc}: {self.spec.name}: {message}")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class Multiply:
-    """An activation and the weight that follows it: together one multiply (section 2.2)."""
+    """An activation and the weight that follows it: together one multiply (section 2.2);
+    never changed once made, as ``Instr``."""
 
     act: Instr
     wgt: Instr

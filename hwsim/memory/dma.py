@@ -20,10 +20,11 @@ from hwsim.memory.space import AddressSpace
 from hwsim.timing.optable import OpBuilder
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Copy:
     """``rows`` rows of ``row_bytes``; row ``i`` at ``src + i*src_stride`` ->
-    ``dst + i*dst_stride``."""
+    ``dst + i*dst_stride``. Made once per instruction that moves data (not frozen: a frozen
+    dataclass costs four times as much to make)."""
 
     src: AddressSpace
     src_addr: int
@@ -67,8 +68,9 @@ class Copy:
     def scatter(self, data: np.ndarray) -> None:
         """Write ``gather``'s bytes to the destination rows, in row order (when rows overlap,
         later rows win)."""
-        if self.rows == 1:
-            self.dst.write(self.dst_addr, data)
+        if self.rows == 1:  # the range is checked (``check``, or the machine's own checks)
+            start = self.dst_addr - self.dst.base
+            self.dst.data[start:start + self.row_bytes] = data
             return
         _scatter(self.dst.data, self.dst_addr - self.dst.base, self.dst_stride, self.rows,
                  self.row_bytes, data)

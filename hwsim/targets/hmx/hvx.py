@@ -37,12 +37,11 @@ routine is costed as a whole), and cache effects (DDR traffic is the DMA's).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Callable
 
 import numpy as np
 
-from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, VECTOR_BYTES
+from hwsim.isa.hmx import BIAS_SET_BYTES, CROUTON_BYTES, HVX_SPECS, VECTOR_BYTES
 from hwsim.memory import Copy
 from hwsim.shapes import conv_out
 from hwsim.targets.hmx import hvx_kernels as K
@@ -261,10 +260,9 @@ ADDRESSES = ("dst", "src", "a", "b")
 PADS = {"pad_top": "kh", "pad_bottom": "kh", "pad_left": "kw", "pad_right": "kw"}
 
 
-@lru_cache(maxsize=None)
 def _rules(name: str, ints: tuple) -> tuple:
     """(index, argument, rule, its bound or alignment) for each checked argument of an HVX
-    operation: its arguments' rules, derived once from the tables above."""
+    operation: its arguments' rules, from the tables above."""
     rules = []
     for i, arg in enumerate(ints):
         if arg in LIMITS:
@@ -278,10 +276,13 @@ def _rules(name: str, ints: tuple) -> tuple:
     return tuple(rules)
 
 
+_RULES = {spec.name: _rules(spec.name, spec.ints) for spec in HVX_SPECS}  # derived once
+
+
 def check(instr) -> None:
     """Argument rules of an HVX line (errors name the argument's column)."""
     f = instr.fields
-    for i, name, rule, bound in _rules(instr.spec.name, instr.spec.ints):
+    for i, name, rule, bound in _RULES[instr.spec.name]:
         value = f[name]
         if rule == "limit":
             if not 0 <= value <= bound:
