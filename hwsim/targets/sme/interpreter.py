@@ -89,20 +89,24 @@ def decode(words) -> Decoded:
     they first appear)."""
     words = np.asarray(words, np.uint32).reshape(-1)
     unique, inverse = _distinct(words)
-    table = np.zeros((len(unique), len(COLUMNS)), np.int64)
-    instructions = []
-    for row, word in enumerate(unique.tolist()):
+    rows, instructions = [], []
+    for word in unique.tolist():
         if word == ROUTINE:
-            table[row, KIND_COL] = _ROUTINE
+            rows.append(_ROUTINE_ROW)
             instructions.append(None)
             continue
         try:
-            table[row], ins = _decoded(word)
+            row, ins = _decoded(word)
         except EncodingError as exc:
             at = int(np.flatnonzero(words == word)[0])
             raise ProgramError(f"instruction {at} ({word:#010x}): {exc}") from None
+        rows.append(row)
         instructions.append(ins)
+    table = np.array(rows, np.int64).reshape(len(rows), len(COLUMNS))
     return Decoded(table, inverse, unique, instructions)
+
+
+_ROUTINE_ROW = tuple(_ROUTINE if c == KIND_COL else 0 for c in range(len(COLUMNS)))
 
 
 @functools.lru_cache(maxsize=1 << 16)    # programs of one model share most of their words
@@ -115,8 +119,9 @@ def _decoded(word: int) -> tuple[tuple[int, ...], sme.Instruction]:
 def _distinct(words):
     """(the distinct words in order of appearance, the index of each word among them): a hash
     table, because sorting a million words (``np.unique``) takes a hundred times longer."""
-    size = 1024
+    bits = 10
     while True:
+        size = 1 << bits
         keys = np.full(size, -1, np.int64)
         rows = np.zeros(size, np.int32)
         unique = np.zeros(size // 2, np.uint32)
@@ -124,7 +129,9 @@ def _distinct(words):
         count = 0
         for i in range(words.shape[0]):
             word = np.int64(words[i])
-            slot = (word * 2654435761) & (size - 1)
+            # Fibonacci hashing: the top bits of the 32-bit product, which every bit of the
+            # word moves (the low bits would be the word's own low bits: register numbers)
+            slot = ((word * 2654435761) & 0xFFFFFFFF) >> (32 - bits)
             while keys[slot] != -1 and keys[slot] != word:
                 slot = (slot + 1) & (size - 1)
             if keys[slot] == -1:
@@ -135,7 +142,7 @@ def _distinct(words):
             inverse[i] = rows[slot]
         else:
             return unique[:count].copy(), inverse
-        size *= 2
+        bits += 1
 
 
 def _row(ins: sme.Instruction) -> list[int]:
