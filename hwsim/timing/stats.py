@@ -19,21 +19,24 @@ from hwsim.timing.records import Records
 
 
 def binned(log: np.ndarray, total: int, bins: int) -> tuple[np.ndarray, int]:
-    """Amounts of ``[start, cycles, amount]`` rows falling in each of ``bins`` equal windows
-    over ``[0, total)``, spreading each amount evenly over its interval (at least one cycle).
-    Returns (sums, width)."""
+    """Amounts of integer ``[start, cycles, amount]`` rows falling in each of ``bins`` equal
+    windows over ``[0, total)``, spreading each amount evenly over its interval (at least one
+    cycle). Returns (sums, width)."""
     width = max(1, -(-total // max(1, bins)))
     nbins = max(1, -(-total // width))
-    data = np.asarray(log, dtype=np.float64).reshape(-1, 3)
-    return _spread(data[:, 0], np.maximum(data[:, 1], 1.0), data[:, 2], nbins, width), width
+    data = np.asarray(log, dtype=np.int64).reshape(-1, 3)
+    return _spread(data[:, 0], data[:, 1], data[:, 2], nbins, width), width
 
 
 @numba.njit(cache=True, nogil=True)
 def _spread(start, cycles, amount, nbins, width):
+    """The integer columns are read as floats here, not converted up front: a log's copy in
+    float64 cost more than the spreading."""
     sums = np.zeros(nbins)
     for i in range(len(start)):
-        s, e = start[i], start[i] + cycles[i]
-        rate = amount[i] / cycles[i]
+        s, c = float(start[i]), max(float(cycles[i]), 1.0)
+        e = s + c
+        rate = float(amount[i]) / c
         b = max(int(s // width), 0)
         while b < nbins and b * width < e:
             lo, hi = max(s, b * width), min(e, (b + 1) * width)
