@@ -1,5 +1,7 @@
 """The graph IR: construction, navigation, element types, and the ERROR_IF checks."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,8 @@ def test_graph_navigation_in_topological_order():
     assert g.producer(y).op == "ADD" and g.producer(x) is None
     assert [op.output.name for op in g.consumers(y)] == [z.name, w.name]
     assert [op.output.name for op in g.consumers(x.name)] == [y.name, z.name]
+    copied = pickle.loads(pickle.dumps(g))     # the order is the copy's own, not by old ids
+    assert [op.output.name for op in copied.consumers(y.name)] == [z.name, w.name]
     assert len(g) == 3 and g.tensor(x.name) is x
     single = g.operator_graph(g.operators[1])
     assert [t.name for t in single.inputs] == [y.name, x.name] and len(single) == 1

@@ -279,10 +279,20 @@ class Graph:
         """The operator that writes ``tensor`` (None for inputs and constants)."""
         return self._producer.get(self._name(tensor))
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_position", None)     # keyed by object ids: not valid in another process
+        return state
+
     def consumers(self, tensor: "Tensor | str") -> list[Operator]:
         """The operators that read ``tensor``, in topological order."""
-        users = set(map(id, self._consumers[self._name(tensor)]))
-        return [op for op in self.operators if id(op) in users]
+        users = {id(op): op for op in self._consumers[self._name(tensor)]}
+        if len(users) < 2:
+            return list(users.values())
+        position = self.__dict__.get("_position")
+        if position is None:       # made when first wanted: a scan per call made rewrites O(n^2)
+            position = self._position = {id(op): i for i, op in enumerate(self.operators)}
+        return sorted(users.values(), key=lambda op: position[id(op)])
 
     @property
     def constants(self) -> list[Tensor]:
