@@ -104,6 +104,68 @@ def test_dot_product_special_elements():
     assert check_dot_product(*dot_case(1.0, 1000), FP32, ksb=4).passed
 
 
+def _ulp_error_arrays(sim, golden, dt, scale=None):
+    """``ulp_error`` as whole-array formulas (the twin of its compiled pass)."""
+    s, g = np.asarray(sim, np.float64), np.asarray(golden, np.float64)
+    same = (s == g) | (np.isnan(s) & np.isnan(g))
+    at = np.where(g != 0, np.abs(g), np.abs(s)) if scale is None else np.maximum(
+        np.abs(g), np.abs(np.asarray(scale, np.float64)))
+    ulp = reference_ulp(at, dt)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        err = np.where(ulp > 0, np.abs(s - g) / np.where(ulp > 0, ulp, 1.0), np.inf)
+    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
+
+
+def _dot_errors_arrays(imp, ref, bnd, out, abs_bound):
+    """The dot-product test's errors as whole-array formulas, with its two refusals (the
+    twin of its compiled pass): (NaN reference with a non-NaN result, zero bound with a
+    non-zero result, errors)."""
+    nan_ref = bool(np.any(np.isnan(ref) & ~np.isnan(imp)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        limit = (bnd * (1 + abs_bound * 2.0 ** (-1 - out.frac))).astype(out.np)
+        skip = np.isnan(ref) | np.isnan(bnd) | np.isinf(np.asarray(limit, np.float64))
+    zero = ~skip & (bnd == 0)
+    zero_bad = bool(np.any(zero & ((ref != 0) | (imp != 0))))
+    live = ~skip & ~zero
+    err = np.zeros_like(ref)
+    with np.errstate(invalid="ignore"):
+        err[live] = (imp[live] - ref[live]) / np.maximum(bnd[live] * 2.0 ** (-1 - out.frac),
+                                                         out.normal_min)
+    return nan_ref, zero_bad, err
+
+
+@pytest.mark.parametrize("dt", [FP32, FP16, BF16, E4M3, dtype("fp8e5m2")])
+def test_compiled_error_passes_equal_the_array_formulas(dt):
+    """Bit for bit, on values meant to find every branch: NaNs, infinities, signed zeros, fp64
+    subnormals, both sides of the output type's overflow and of normal_min."""
+    from hwsim.tosa.compliance import NAN_REFERENCE, ZERO_BOUND, _dot_errors, _infinite_from
+    rng = np.random.default_rng(7)
+    top = dt.max_normal
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 5e-324, 2.0 ** -1030, top,
+                         top * (1 + 2.0 ** -(dt.frac + 1)), np.nextafter(top * (1 + 2.0 ** -(
+                             dt.frac + 1)), 0), dt.normal_min, dt.normal_min / 3, 1.0, -1.0])
+    n = 4000
+    ref = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
+    imp = ref + rng.standard_normal(n) * np.abs(ref) * 2.0 ** -dt.frac * rng.integers(0, 4, n)
+    bnd = np.abs(ref) * rng.uniform(1, 3, n)
+    for a in (ref, imp, bnd):
+        picks = rng.integers(0, n, n // 4)
+        a[picks] = rng.choice(specials, picks.size)
+    bnd = np.where(rng.random(n) < 0.1, 0.0, np.abs(bnd))
+    same = rng.random(n) < 0.1
+    imp[same] = ref[same]
+    for scale in (None, bnd):
+        got, want = ulp_error(imp, ref, dt, scale), _ulp_error_arrays(imp, ref, dt, scale)
+        assert got.tobytes() == want.tobytes()
+    abs_bound = 2.0 * 3
+    nan_ref, zero_bad, want = _dot_errors_arrays(imp, ref, bnd, dt, abs_bound)
+    got = np.empty(n)
+    status = _dot_errors(imp, ref, bnd, 1 + abs_bound * 2.0 ** (-1 - dt.frac),
+                         _infinite_from(dt.np), 2.0 ** (-1 - dt.frac), dt.normal_min, got)
+    assert (bool(status & NAN_REFERENCE), bool(status & ZERO_BOUND)) == (nan_ref, zero_bad)
+    assert got.tobytes() == want.tobytes()
+
+
 def test_ksb_readings():
     fp16 = FP16
     real, integer = DotProductRule(), DotProductRule(ksb_exponent="integer")

@@ -21,9 +21,11 @@ and is run only when ``test_set`` is given.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from hwsim.tosa.dtypes import DType
@@ -75,15 +77,38 @@ def ulp_error(sim: np.ndarray, golden: np.ndarray, dt: DType, scale=None) -> np.
     passes its bound (the sum of absolute products) as ``scale``: its error is measured against
     the size of its terms, as the TOSA dot-product test does, so that cancellation (or a ReLU
     that zeroed the golden) does not inflate it. Only a NaN or an infinity against a finite
-    value (an overflow) is infinite."""
-    s, g = np.asarray(sim, np.float64), np.asarray(golden, np.float64)
-    same = (s == g) | (np.isnan(s) & np.isnan(g))
-    at = np.where(g != 0, np.abs(g), np.abs(s)) if scale is None else np.maximum(
-        np.abs(g), np.abs(np.asarray(scale, np.float64)))
-    ulp = reference_ulp(at, dt)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        err = np.where(ulp > 0, np.abs(s - g) / np.where(ulp > 0, ulp, 1.0), np.inf)
-    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))     # err is never < 0
+    value (an overflow) is infinite. Element by element in one compiled pass
+    (``_ulp_errors``), with ``reference_ulp``'s ulp."""
+    arrays = [np.asarray(sim, np.float64), np.asarray(golden, np.float64)]
+    if scale is not None:
+        arrays.append(np.asarray(scale, np.float64))
+    arrays = np.broadcast_arrays(*arrays)
+    shape = arrays[0].shape
+    s, g, *rest = (np.ascontiguousarray(a).reshape(-1) for a in arrays)
+    err = np.empty(s.size)
+    _ulp_errors(s, g, rest[0] if rest else g, bool(rest), dt.normal_min, 2.0 ** -dt.frac, err)
+    return err.reshape(shape)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ulp_errors(s, g, scale, scaled, normal_min, step, err):
+    """``ulp_error``'s values into ``err``: the error over ``reference_ulp`` (``step`` = 2^-frac),
+    inf where that ulp is 0 or the error is NaN, 0 where the values are the same."""
+    for i in range(s.size):
+        a, b = s[i], g[i]
+        if a == b or (a != a and b != b):
+            err[i] = 0.0
+            continue
+        if scaled:
+            x, y = abs(b), abs(scale[i])
+            at = x if x != x or x >= y else y       # np.maximum: a NaN wins
+        else:
+            at = abs(b) if b != 0 else abs(a)
+        ulp = 0.0
+        if 2.2250738585072014e-308 <= at < math.inf:     # fp64 normal: 2^floor(log2 at)
+            ulp = max(math.ldexp(1.0, math.frexp(at)[1] - 1), normal_min) * step
+        e = abs(a - b) / ulp if ulp > 0 else math.inf
+        err[i] = math.inf if e != e else e
 
 
 def calc_abs_error_bound(magnitude, bounds_value, lower_bound: float, divisor: float,
@@ -135,6 +160,53 @@ def check_cast_fp(test, ref, dt: DType) -> np.ndarray:
     return np.where(np.isnan(ref), np.isnan(test), np.where(big, overflow & sign, inside & sign))
 
 
+NAN_REFERENCE, ZERO_BOUND = 1, 2       # what ``_dot_errors`` found
+
+
+@numba.njit(cache=True, nogil=True)
+def _dot_errors(imp, ref, bnd, widen, infinite, unit, normal_min, err):
+    """The dot-product test's errors, element by element into ``err``: skipped (0) where the
+    reference or the bound is NaN or the bound widened by ``widen`` is infinite in the output
+    type (at or beyond ``infinite``, ``_infinite_from``), 0 where the bound is 0, else the
+    error in units of ``max(bnd * unit, normal_min)``. Returns NAN_REFERENCE if a NaN
+    reference has a non-NaN result, ZERO_BOUND if a zero bound has a non-zero one (or both)."""
+    status = 0
+    for i in range(ref.size):
+        r, b, m = ref[i], bnd[i], imp[i]
+        err[i] = 0.0
+        if r != r:
+            if m == m:
+                status |= NAN_REFERENCE
+            continue
+        if b != b or abs(b * widen) >= infinite:
+            continue
+        if b == 0:
+            if r != 0 or m != 0:
+                status |= ZERO_BOUND
+            continue
+        err[i] = (m - r) / max(b * unit, normal_min)
+    return status
+
+
+@functools.lru_cache(maxsize=None)
+def _infinite_from(np_type) -> float:
+    """The smallest fp64 magnitude that ``np_type`` casts to an infinity, found on the cast
+    itself by bisecting the positive fp64 bit patterns (their order is the values'); NaN when
+    none does (FP8E4M3 has no infinity: no magnitude compares at or beyond a NaN)."""
+    def infinite(bits: int) -> bool:
+        value = np.array([bits], np.uint64).view(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return bool(np.isinf(value.astype(np_type).astype(np.float64))[0])
+
+    lo, hi = 0, int(np.array([np.inf]).view(np.uint64)[0])      # 0.0 finite, inf infinite?
+    if not infinite(hi):
+        return math.nan
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if infinite(mid) else (mid, hi)
+    return float(np.array([hi], np.uint64).view(np.float64)[0])
+
+
 @dataclass(frozen=True)
 class DotProductRule:
     """The readings of the dot-product test that the spec leaves open (see module docstring)."""
@@ -163,25 +235,20 @@ def check_dot_product(imp, ref, bnd, out: DType, ksb: int, *, fp32: bool = False
                       rule: DotProductRule = DotProductRule(),
                       test_set: int | None = None) -> DotProductResult:
     """``tosa_reference_check_dotproduct`` (S0:L632) on the fp64 reference and bound."""
-    imp, ref, bnd = (np.asarray(a, np.float64).reshape(-1) for a in (imp, ref, bnd))
+    imp, ref, bnd = (np.ascontiguousarray(a, np.float64).reshape(-1) for a in (imp, ref, bnd))
     abs_bound = 2.0 * ksb * (rule.fp32_abs_factor if fp32 else 1)
     var_bound = 4 * 0.4 * ksb
 
     def fail(why: str, worst: float = 0.0) -> DotProductResult:
         return DotProductResult(False, why, ksb, worst, abs_bound, 0.0, var_bound)
 
-    if np.any(np.isnan(ref) & ~np.isnan(imp)):
+    err = np.empty_like(ref)
+    status = _dot_errors(imp, ref, bnd, 1 + abs_bound * 2.0 ** (-1 - out.frac),
+                         _infinite_from(out.np), 2.0 ** (-1 - out.frac), out.normal_min, err)
+    if status & NAN_REFERENCE:
         return fail("a NaN reference has a non-NaN result")
-    with np.errstate(over="ignore", invalid="ignore"):
-        limit = (bnd * (1 + abs_bound * 2.0 ** (-1 - out.frac))).astype(out.np)
-        skip = np.isnan(ref) | np.isnan(bnd) | np.isinf(np.asarray(limit, np.float64))
-    zero = ~skip & (bnd == 0)
-    if np.any(zero & ((ref != 0) | (imp != 0))):
+    if status & ZERO_BOUND:
         return fail("a zero bound (all products zero) has a non-zero result")
-    live = ~skip & ~zero
-    err = np.zeros_like(ref)
-    err[live] = (imp[live] - ref[live]) / np.maximum(bnd[live] * 2.0 ** (-1 - out.frac),
-                                                     out.normal_min)
     worst = float(np.max(np.abs(err), initial=0.0))
     if np.isnan(err).any() or worst > abs_bound:
         return fail(f"|err| {worst:.3g} > ABS_BOUND {abs_bound:g}", worst)
