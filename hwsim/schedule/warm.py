@@ -10,7 +10,8 @@ the DS-CNN calls last (``hwsim.targets.hmx.warm``).
 
 For a machine that runs its program before the timing (SME), the child compiles the timing core
 instead, after the exact functions the run calls (``hwsim.targets.sme.warm``), and then the
-attribution's kernels, which such a run needs last:
+attribution's kernels and, in a float mode, the check's compiled passes, which such a run
+needs last:
 
     python -m hwsim.schedule.warm core [EXACT...]
 """
@@ -21,12 +22,15 @@ from hwsim.schedule import _feeds, prepare
 from hwsim.schedule.run import compile_attribution, simulate
 from hwsim.targets.sme.warm import compile_exact
 from hwsim.timing.warm import compile_core
+from hwsim.tosa.compliance import compile_passes
 from hwsim.tosa.models import model
 
 if __name__ == "__main__" and sys.argv[1:2] == ["core"]:
     compile_exact(sys.argv[2:])
     compile_core()
     compile_attribution()
+    if sys.argv[2:]:        # exact functions: a float mode, whose check judges float layers
+        compile_passes()
 elif __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]
     ready = prepare(model("ds_cnn", dtype=dtype), target, mode)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from hwsim.tosa.dtypes import DType
+from hwsim.tosa.dtypes import DType, dtype
 
 ULP_OPS = {"ADD": 0.5, "SUB": 0.5, "MUL": 0.5, "CEIL": 0.5, "FLOOR": 0.5, "RECIPROCAL": 1.0,
            "RSQRT": 2.0, "ERF": 5.0}
@@ -205,6 +205,19 @@ def _infinite_from(np_type) -> float:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if infinite(mid) else (mid, hi)
     return float(np.array([hi], np.uint64).view(np.float64)[0])
+
+
+# (kernel, a call on tiny arrays that compiles it: every call's argument types are these)
+PASSES = ((_ulp_errors, lambda: ulp_error(np.ones(2), np.ones(2), dtype("fp32"), np.ones(2))),
+          (_dot_errors, lambda: check_dot_product(np.ones(2), np.ones(2), np.ones(2),
+                                                  dtype("fp32"), 1)))
+
+
+def compile_passes() -> None:
+    """Compile the compiled passes (``PASSES``), for a cold start's spare time
+    (``hwsim.timing.warm``)."""
+    for _, call in PASSES:
+        call()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ disk cache, where the child finds it. Until the child has finished, the run take
    both processes but the one they may be compiling when they meet;
 3. the kernels that real models often need and the DS-CNN never calls (``_extras``): the exact
    path of the HVX add in ``dequantise`` mode (KWS and resnet8_int8 need it), the clamp in
-   ``fp16`` mode (where the convert applies the DS-CNN's ReLUs).
+   ``fp16`` mode (where the convert applies the DS-CNN's ReLUs), and the check's compiled
+   passes (``hwsim.tosa.compliance``: the child runs no check).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from hwsim.targets.hmx import datapath, hvx_kernels as K, layouts, numerics as N
+from hwsim.tosa import compliance as C
 
 _FP16 = np.full(4, 0x3C00, np.uint16)     # 1.0
 
@@ -57,11 +59,12 @@ def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
 
 
 def _extras(mode: str) -> list[tuple[object, Callable[[], None]]]:
-    """(kernel, a call that compiles it) of those the child does not call in ``mode``."""
+    """(kernel, a call that compiles it) of those the child does not call in ``mode``, then the
+    check's compiled passes (a run's float layers all need them)."""
     if mode == "fp16":
-        return [_clamp()]
+        return [_clamp(), *C.PASSES]
     return [(K._binary_rest, lambda: K._binary_rest(_FP16, _FP16, np.empty(4, np.uint16),
-                                                    False, np.zeros(4, np.bool_)))]
+                                                    False, np.zeros(4, np.bool_))), *C.PASSES]
 
 
 def _clamp() -> tuple[object, Callable[[], None]]:
