@@ -58,6 +58,16 @@ def test_graph_navigation_in_topological_order():
     assert [t.name for t in single.inputs] == [y.name, x.name] and len(single) == 1
 
 
+def test_an_operator_on_other_tensors():
+    op = conv_graph().operators[0]
+    x2, y2 = Tensor("x2", (1, 6, 6, 4), "int8"), Tensor("y2", (1, 6, 6, 8), "int32")
+    copy = op.on([x2] + op.inputs[1:], [y2])
+    assert copy.name == "y2" and op.on([x2] + op.inputs[1:], [y2], "c").name == "c"
+    assert copy.attrs == op.attrs and copy.attrs is not op.attrs
+    assert copy.input is x2 and copy.output is y2 and op.input.name == "x"   # roles: its own
+    assert Graph([copy], [x2], [y2]).operators == [copy]
+
+
 def test_operators_known_valid_are_not_checked_again_but_the_structure_is():
     x, y = Tensor("x", (1, 4), "int32"), Tensor("y", (1, 5), "int32")
     bad = Operator("ADD", [x, x], [y])                      # the output shape is wrong

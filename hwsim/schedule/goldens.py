@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from hwsim.tosa import background
-from hwsim.tosa.ir import Graph, Operator, Tensor
+from hwsim.tosa.ir import Graph, Tensor
 from hwsim.tosa.reference import ReferenceError, run_graph
 
 
@@ -33,8 +33,8 @@ def _copy(layer, tag: str, constants: dict) -> tuple[list, list, str]:
             renamed[t.name] = Tensor(f"{tag}:{t.name}", t.shape, t.dtype)
         return renamed[t.name]
 
-    ops = [Operator(op.op, [tensor(t) for t in op.inputs], [tensor(t) for t in op.outputs],
-                    op.attrs) for op in layer.ops]
+    ops = [op.on([tensor(t) for t in op.inputs], [tensor(t) for t in op.outputs])
+           for op in layer.ops]
     inputs = [renamed[t.name] for t in layer.inputs]
     return ops, inputs, renamed[layer.output.name].name
 

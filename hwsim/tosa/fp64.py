@@ -233,8 +233,8 @@ def from_binary(items: list) -> list[tuple[np.ndarray, np.ndarray]]:
     for i, (op, given) in enumerate(items):
         renamed = {t.name: Tensor(f"P{i}:{t.name}", t.shape, t.dtype)
                    for t in op.inputs + op.outputs if not t.is_const}
-        ops.append(Operator(op.op, [renamed.get(t.name, t) for t in op.inputs],
-                            [renamed[t.name] for t in op.outputs], op.attrs))
+        ops.append(op.on([renamed.get(t.name, t) for t in op.inputs],
+                         [renamed[t.name] for t in op.outputs]))
         for t in dict.fromkeys(t for t in op.inputs if not t.is_const):
             inputs.append(renamed[t.name])
             values[renamed[t.name].name] = given[t.name]

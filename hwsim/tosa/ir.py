@@ -100,6 +100,16 @@ class Operator:
             attrs[name] = _attribute(self, field.name, field.type, given[name])
         return attrs
 
+    def on(self, inputs: Iterable[Tensor], outputs: Iterable[Tensor],
+           name: str | None = None) -> "Operator":
+        """This operator on other tensors (``name``: default the first output's, as made):
+        its attributes were checked when it was made, so the copy's are not again."""
+        op = Operator.__new__(Operator)
+        op.op, op.inputs, op.outputs, op.spec = self.op, list(inputs), list(outputs), self.spec
+        op.name = name or (op.outputs[0].name if op.outputs else self.op.lower())
+        op.attrs = dict(self.attrs)
+        return op
+
     def __getattr__(self, name: str):
         if "spec" not in self.__dict__:     # not made yet (unpickling asks for __setstate__)
             raise AttributeError(name)

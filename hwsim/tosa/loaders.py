@@ -33,7 +33,7 @@ import numpy as np
 from hwsim.errors import ConfigError, HwsimError, TosaError
 from hwsim.traces.files import atomic_write_bytes
 from hwsim.tosa.flatbuf import read_tosa, write_tosa
-from hwsim.tosa.ir import Graph, Operator, Tensor
+from hwsim.tosa.ir import Graph, Tensor
 from hwsim.tosa.schema import tool
 
 MLIR_BYTECODE = b"ML\xefR"
@@ -98,8 +98,7 @@ def fold_constant_layout(graph: Graph) -> Graph:
             folded[out.name] = Tensor(out.name, out.shape, out.dtype,
                                       FOLDABLE[op.op](op, ins[0].data).reshape(out.shape))
         else:
-            kept.append(Operator(op.op, ins, op.outputs, op.attrs, op.name) if ins != op.inputs
-                        else op)
+            kept.append(op.on(ins, op.outputs, op.name) if ins != op.inputs else op)
     if not folded:
         return graph
     outputs = [folded.get(t.name, t) for t in graph.outputs]

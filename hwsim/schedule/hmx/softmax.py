@@ -179,8 +179,8 @@ def _run(ops: list, given: Tensor, values: np.ndarray, shape) -> np.ndarray:
             made[t.name] = Tensor(t.name, shape(t.shape), t.dtype)
         return made[t.name]
 
-    rebuilt = [Operator(op.op, [tensor(t) for t in op.inputs], [tensor(t) for t in op.outputs],
-                        op.attrs) for op in ops]
+    rebuilt = [op.on([tensor(t) for t in op.inputs], [tensor(t) for t in op.outputs])
+               for op in ops]
     try:
         graph = Graph(rebuilt, [tensor(given)], [rebuilt[-1].output], "softmax probe")
         return run_graph(graph, [values.astype(given.dtype.np)])[rebuilt[-1].output.name]

@@ -48,7 +48,7 @@ def rounded_operator(op: Operator, made: dict | None = None) -> Operator:
         if t.is_const and t.dtype.name == "fp32" and t.name != bias and t.name not in made:
             made[t.name] = Tensor(t.name, t.shape, t.dtype, bf16_round(t.data))
     inputs = [made.get(t.name, t) if t.is_const else t for t in op.inputs]
-    return Operator(op.op, inputs, op.outputs, op.attrs, op.name)
+    return op.on(inputs, op.outputs, op.name)
 
 
 def bf16_golden(index: int, op: Operator, values: dict, made: dict | None = None) \
