@@ -110,6 +110,26 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
         cap = m
 
 
+@jit
+def _unit_lists(units, ptr, ops, prev, nxt):
+    """Each unit's ops in program order, ``ops[ptr[u]:ptr[u + 1]]`` (a counting sort), and each
+    op's neighbours on its unit (``prev``, ``nxt``; -1 at the ends)."""
+    for i in range(units.size):
+        ptr[units[i] + 1] += 1
+    for u in range(ptr.size - 1):
+        ptr[u + 1] += ptr[u]
+    fill = ptr[:-1].copy()
+    last = np.full(ptr.size - 1, -1, np.int64)
+    for i in range(units.size):
+        u = units[i]
+        ops[fill[u]] = i
+        fill[u] += 1
+        prev[i], nxt[i] = last[u], -1
+        if last[u] >= 0:
+            nxt[last[u]] = i
+        last[u] = i
+
+
 # state[...] scalar slots
 FE, FE_TIME, FE_WAIT, STARTED, IV_COUNT, LAST = range(6)
 
@@ -312,16 +332,10 @@ class Core:
         self.units = np.asarray(t.unit, np.int64)
         self.depth = np.asarray([max(1, u.depth) for u in t.units], np.int64)
         self.in_flight = np.asarray([u.in_flight for u in t.units], np.int64)
-        order = np.argsort(t.unit.astype(np.int8 if nunits < 128 else np.int32), kind="stable")
-        self.unit_list = order.astype(np.int64)
-        counts = np.bincount(self.units, minlength=nunits)
         self.unit_ptr = np.zeros(nunits + 1, np.int64)
-        np.cumsum(counts, out=self.unit_ptr[1:])
-        self.unit_prev = np.full(n, -1, np.int64)
-        self.unit_next = np.full(n, -1, np.int64)
-        same = self.units[order[1:]] == self.units[order[:-1]]
-        self.unit_prev[order[1:][same]] = order[:-1][same]
-        self.unit_next[order[:-1][same]] = order[1:][same]
+        self.unit_list, self.unit_prev, self.unit_next = (np.empty(n, np.int64)
+                                                          for _ in range(3))
+        _unit_lists(self.units, self.unit_ptr, self.unit_list, self.unit_prev, self.unit_next)
         self.port_width = np.asarray([p.width for p in t.ports], np.float64)
         self.port_latency = np.asarray([p.latency for p in t.ports], np.int64)
         self.group_ptr = np.zeros(len(t.groups) + 1, np.int64)
