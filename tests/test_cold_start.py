@@ -116,16 +116,18 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
     share = textwrap.dedent(f"""
         import json
         from hwsim.targets.hmx.warm import compile_late
-        print(json.dumps(compile_late({mode!r}, lambda: False)))
+        from hwsim.tosa.compliance import PASSES
+        print(json.dumps(compile_late({mode!r}, lambda: False, PASSES)))
     """)
     child = textwrap.dedent(f"""
         import json, runpy, sys
         from hwsim.targets.hmx.warm import _calls, _extras
+        from hwsim.tosa.compliance import PASSES
         sys.argv = ["warm", "hmx", {mode!r}, {dtype!r}]
         runpy.run_module("hwsim.schedule.warm", run_name="__main__")
         print(json.dumps({{kernel.__name__: [sum(kernel.stats.cache_misses.values()),
                                              sum(kernel.stats.cache_hits.values())]
-                           for kernel, _ in _calls({mode!r}) + _extras({mode!r})}}))
+                           for kernel, _ in _calls({mode!r}) + _extras({mode!r}) + list(PASSES)}}))
     """)
 
     def run(script):

@@ -83,10 +83,10 @@ def _multiply_rest(state, plan, targets, infnan, acc_format, group, b: MpyBuffer
 def gather_act(mem, first, step, count, start, stop, rows, out):
     """The activation operand as ``out[k, s]`` FP16 bits (channel by accumulator spatial) from
     the FP16 words ``mem`` of the VTCM; returns k. ``count`` croutons from word ``first``,
-    ``step`` words apart; channels ``start`` on of the first, up to ``stop`` of the last (a
-    single's: of both, spatial s from spatial ``rows[s]`` of the two, 32..63 the second's).
-    The FP16 of spatial s, channel c of a crouton is word ``(s // 2) * 64 + c * 2 + s % 2``
-    (``layouts.crouton_order``)."""
+    ``step`` words apart, channels from ``start`` in the first to ``stop`` in the last; a
+    single's two croutons give channels ``start..stop`` of each, accumulator spatial s from
+    spatial ``rows[s]`` of the two (32..63: the second's). The FP16 of spatial s, channel c
+    of a crouton is word ``(s // 2) * 64 + c * 2 + s % 2`` (``layouts.crouton_order``)."""
     k = 0
     if rows.size:
         for c in range(start, stop + 1):

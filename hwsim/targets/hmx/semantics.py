@@ -82,6 +82,8 @@ class Rows:
         return out
 
     def block_ids(self, first: int, last: int) -> list:
+        """The resource ids of the VTCM blocks ``first..last`` (each interned when first
+        seen)."""
         ids = self._block_ids
         part = ids[first:last + 1]
         if -1 in part:

@@ -19,8 +19,8 @@ disk cache, where the child finds it. Until the child has finished, the run take
    both processes but the one they may be compiling when they meet;
 3. the kernels that real models often need and the DS-CNN never calls (``_extras``): the exact
    path of the HVX add in ``dequantise`` mode (KWS and resnet8_int8 need it), the clamp in
-   ``fp16`` mode (where the convert applies the DS-CNN's ReLUs), and the check's compiled
-   passes (``hwsim.tosa.compliance``: the child runs no check).
+   ``fp16`` mode (where the convert applies the DS-CNN's ReLUs), then what the scheduler adds
+   (the check's compiled passes: the child runs no check).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from typing import Callable
 import numpy as np
 
 from hwsim.targets.hmx import datapath, hvx_kernels as K, layouts, numerics as N
-from hwsim.tosa import compliance as C
 
 _FP16 = np.full(4, 0x3C00, np.uint16)     # 1.0
 
@@ -59,12 +58,11 @@ def _calls(mode: str) -> list[tuple[object, Callable[[], None]]]:
 
 
 def _extras(mode: str) -> list[tuple[object, Callable[[], None]]]:
-    """(kernel, a call that compiles it) of those the child does not call in ``mode``, then the
-    check's compiled passes (a run's float layers all need them)."""
+    """(kernel, a call that compiles it) of those the child does not call in ``mode``."""
     if mode == "fp16":
-        return [_clamp(), *C.PASSES]
+        return [_clamp()]
     return [(K._binary_rest, lambda: K._binary_rest(_FP16, _FP16, np.empty(4, np.uint16),
-                                                    False, np.zeros(4, np.bool_))), *C.PASSES]
+                                                    False, np.zeros(4, np.bool_)))]
 
 
 def _clamp() -> tuple[object, Callable[[], None]]:
@@ -84,15 +82,16 @@ def _convert(mode: str) -> None:
         N.convert_usual(*operands, 0, 0, 0, 0, 7, 29, pending)
 
 
-def share(mode: str) -> Callable[[Callable[[], bool]], list[str]]:
-    """This process's share in ``mode`` (``hwsim.timing.warm.start``)."""
-    return lambda done: compile_late(mode, done)
+def share(mode: str, also=()) -> Callable[[Callable[[], bool]], list[str]]:
+    """This process's share in ``mode`` (``hwsim.timing.warm.start``), then ``also``."""
+    return lambda done: compile_late(mode, done, also)
 
 
-def compile_late(mode: str, done: Callable[[], bool]) -> list[str]:
+def compile_late(mode: str, done: Callable[[], bool], also=()) -> list[str]:
     """Until ``done()`` (the child has finished): compile the kernels of the child's list in
     ``mode`` from its end until the child turns out to have compiled one already, then those it
-    does not call; the names of those this process compiled."""
+    does not call, then ``also`` ((kernel, call) pairs of the caller's: the scheduler's check
+    passes); the names of those this process compiled."""
     compiled = []
     for kernel, call in _calls(mode):
         if done():
@@ -100,7 +99,7 @@ def compile_late(mode: str, done: Callable[[], bool]) -> list[str]:
         if not _compiled(kernel, call):
             break
         compiled.append(kernel.__name__)
-    for kernel, call in _extras(mode):
+    for kernel, call in [*_extras(mode), *also]:
         if done():
             break
         if _compiled(kernel, call):
