@@ -30,8 +30,8 @@ def binned(log: np.ndarray, total: int, bins: int) -> tuple[np.ndarray, int]:
 
 @numba.njit(cache=True, nogil=True)
 def _spread(start, cycles, amount, nbins, width):
-    """The integer columns are read as floats here, not converted up front: a log's copy in
-    float64 cost more than the spreading."""
+    """The integer columns are read as floats here rather than copied to float64 up front
+    (that copy was about a quarter of ``binned``'s time on SME vww_96_int8)."""
     sums = np.zeros(nbins)
     for i in range(len(start)):
         s, c = float(start[i]), max(float(cycles[i]), 1.0)
