@@ -75,3 +75,19 @@ def test_bf16_conversion_rounds_to_nearest_even(bits):
     want = oracle.round_to(abs(Fraction(v)), 8, 7) | (bits >> 31) << 15
     assert got == want
     assert layouts.bf16_values(np.uint16([got])).view(np.uint32)[0] == got << 16
+
+
+def test_bf16_conversion_of_an_array_is_that_of_each_element():
+    """The array path (NaNs replaced after the rounding) gives each element what it gives
+    alone, which the test above checks against the oracle: every rounding boundary of every
+    exponent, the NaNs of both signs, the infinities and random patterns, shaped 2-D."""
+    exponent = np.arange(256, dtype=np.uint32)[:, None] << 23
+    low = np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x10000, 0x17FFF, 0x18000, 0x18001,
+                    0x7F7FFF, 0x7F8000, 0x7FFFFF], np.uint32)
+    bits = (exponent | low).reshape(-1)
+    bits = np.concatenate([bits, bits | 1 << 31, np.random.default_rng(3).integers(
+        0, 1 << 32, 4096, dtype=np.uint64).astype(np.uint32)])
+    x = bits[:len(bits) // 2 * 2].view(np.float32).reshape(2, -1)
+    assert np.isnan(x).any() and np.isinf(x).any()
+    each = np.array([layouts.bf16_bits(v[None])[0] for v in x.reshape(-1)], np.uint16)
+    assert np.array_equal(layouts.bf16_bits(x).reshape(-1), each)

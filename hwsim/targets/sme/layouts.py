@@ -96,11 +96,19 @@ def depthwise_weights(w: np.ndarray, group: int, taps_padded: int) -> list[np.nd
 
 
 def bf16_bits(x) -> np.ndarray:
-    """fp32 values -> BF16 bit patterns, rounded to nearest even (NaNs stay NaN, made quiet)."""
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return np.where(nan, (u >> 16) | 0x40, rounded).astype(np.uint16)
+    """fp32 values -> BF16 bit patterns, rounded to nearest even (NaNs stay NaN, made quiet).
+    In place on one uint32 copy: below the NaNs (replaced after) the sum stays under 2^32."""
+    x = np.asarray(x, np.float32)
+    u = x.view(np.uint32)
+    rounded = u >> 16
+    rounded &= 1
+    rounded += u
+    rounded += 0x7FFF
+    rounded >>= 16
+    nan = np.isnan(x)
+    if nan.any():
+        rounded[nan] = (u[nan] >> 16) | 0x40
+    return rounded.astype(np.uint16)
 
 
 def bf16_values(bits) -> np.ndarray:
