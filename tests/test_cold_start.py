@@ -116,13 +116,13 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
     share = textwrap.dedent(f"""
         import json
         from hwsim.targets.hmx.warm import compile_late
-        from hwsim.tosa.compliance import PASSES
+        from hwsim.schedule.check import PASSES
         print(json.dumps(compile_late({mode!r}, lambda: False, PASSES)))
     """)
     child = textwrap.dedent(f"""
         import json, runpy, sys
         from hwsim.targets.hmx.warm import _calls, _extras
-        from hwsim.tosa.compliance import PASSES
+        from hwsim.schedule.check import PASSES
         sys.argv = ["warm", "hmx", {mode!r}, {dtype!r}]
         runpy.run_module("hwsim.schedule.warm", run_name="__main__")
         print(json.dumps({{kernel.__name__: [sum(kernel.stats.cache_misses.values()),
@@ -139,7 +139,8 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
                "fp16_reduce_max", "fp16_avg_pool", "fp16_clamp", "unpack_act", "crouton_of_cvt"]
     # the convert applies the ReLUs: the DS-CNN calls no clamp in fp16 mode, nor an exact HVX
     # add in dequantise mode (KWS does), nor the check's compiled passes (it runs no check)
-    extras = ["fp16_clamp" if mode == "fp16" else "_binary_rest", "_ulp_errors", "_dot_errors"]
+    extras = ["fp16_clamp" if mode == "fp16" else "_binary_rest", "_ulp_errors", "_dot_errors",
+              "_depthwise_sums"]
     if mode == "fp16":
         kernels = ["convert_rest"] + [k for k in kernels if k != "fp16_clamp"] + extras
     else:

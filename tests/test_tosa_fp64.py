@@ -199,3 +199,47 @@ def test_references_send_the_rest_to_the_binary_in_one_run(monkeypatch):
         single = g.operator_graph(op)
         assert_close(pair, precise(single, {t.name: given[t.name] for t in single.inputs})[
             op.output.name])
+
+
+def _depthwise_by_taps(op, x, w, b):
+    """The depthwise reference and bound as whole-array sums, tap after tap: the fp64
+    operations ``fp64._depthwise`` does in one compiled pass."""
+    kh, kw, c, m = w.shape
+
+    def conv(x, w, b):
+        cols = fp64._windows(x, (kh, kw), op.stride, op.dilation, op.pad)
+        out = np.zeros(cols.shape[:3] + (c, m))
+        for ky in range(kh):
+            for kx in range(kw):
+                out += cols[:, :, :, ky, kx, :, None] * w[ky, kx]
+        return out.reshape(out.shape[:3] + (c * m,)) + b
+
+    xa, wa, ba = fp64._magnitudes(op, x, w, b)
+    if not op.local_bound:
+        xa = np.full_like(xa, xa.max())
+    return conv(x, w, b), conv(xa, wa, ba)
+
+
+@pytest.mark.parametrize("local", [False, True])
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("geometry", CONVS + [dict(stride=(2, 2), pad=(0, 1, 0, 1),
+                                                   dilation=(1, 1))])
+def test_depthwise_sums_are_the_tap_by_tap_sums_bit_for_bit(local, multiplier, geometry):
+    """Signed zeros, infinities in the input and the weights (inf * 0 is NaN in the padding
+    too), both depth multipliers' loops and each magnitude reading."""
+    rng = np.random.default_rng(CONVS.index(geometry) if geometry in CONVS else 9)
+    b = GraphBuilder()
+    x = data(rng, (2, 9, 8, 5), "fp32").astype(np.float64)
+    x[0, 1, 2, 3], x[1, 4, 4, 0], x[0, 0, 0, 1] = np.inf, -np.inf, -0.0
+    w = data(rng, (3, 3, 5, multiplier), "fp32", zeros=0.3).astype(np.float64)
+    w[1, 1, 2, 0], w[0, 0, 1, 0] = -0.0, np.inf
+    bias = rng.normal(size=5 * multiplier)
+    b.depthwise_conv2d(b.input(x.shape, "fp32"), b.const(w.astype(np.float32), "fp32"),
+                       b.const(bias.astype(np.float32), "fp32"), **geometry)
+    op = b.operators[-1]
+    op.attrs["local_bound"] = local
+    with np.errstate(invalid="ignore"):
+        want, got = _depthwise_by_taps(op, x, w, bias), fp64._depthwise(op, x, w, bias)
+    for a, c in zip(want, got):
+        assert a.shape == c.shape and a.tobytes() == c.tobytes()
+    assert np.isnan(got[0]).any() and np.isinf(got[1]).any()

@@ -128,7 +128,7 @@ def _warm_up(target: str, mode: str, graph: Graph, program_first: bool, numerics
     share = None
     if target == "hmx":       # HMX's share ends with the check's compiled passes
         from hwsim.targets.hmx.warm import share as hmx_share
-        from hwsim.tosa.compliance import PASSES
+        from hwsim.schedule.check import PASSES
         share = hmx_share(mode, PASSES)
     dtype = "fp32" if graph.inputs and graph.inputs[0].dtype.is_float else "int8"
     if warm.start("kernels", [sys.executable, "-m", "hwsim.schedule.warm", target, mode, dtype],

@@ -40,7 +40,7 @@ import numpy as np
 from hwsim.schedule import requantise
 from hwsim.schedule.goldens import Ahead, Goldens, Parts, Shared, layer_feeds
 from hwsim.schedule.lowering import Layer
-from hwsim.tosa import background
+from hwsim.tosa import background, compliance, fp64
 from hwsim.tosa.dtypes import dtype as lookup
 from hwsim.tosa.fp64 import references
 from hwsim.tosa.ir import Graph, Operator, Tensor
@@ -48,6 +48,15 @@ from hwsim.tosa.judge import Verdict, exact_count, judge, statistics
 from hwsim.tosa.reference import ReferenceError
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
+# the compiled passes of a float check: the verdicts' per-element errors and the fp64
+# references' depthwise sums, (kernel, a call that compiles it) each
+PASSES = compliance.PASSES + fp64.PASSES
+
+
+def compile_passes() -> None:
+    """Compile ``PASSES``, for a cold start's spare time (``hwsim.timing.warm``)."""
+    for _, call in PASSES:
+        call()
 
 
 @dataclass(frozen=True)

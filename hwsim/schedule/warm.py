@@ -19,10 +19,10 @@ needs last:
 import sys
 
 from hwsim.schedule import _feeds, prepare
+from hwsim.schedule.check import compile_passes
 from hwsim.schedule.run import compile_attribution, simulate
 from hwsim.targets.sme.warm import compile_exact
 from hwsim.timing.warm import compile_core
-from hwsim.tosa.compliance import compile_passes
 from hwsim.tosa.models import model
 
 if __name__ == "__main__" and sys.argv[1:2] == ["core"]:

@@ -212,14 +212,6 @@ PASSES = ((_ulp_errors, lambda: ulp_error(np.ones(2), np.ones(2), dtype("fp32"),
           (_dot_errors, lambda: check_dot_product(np.ones(2), np.ones(2), np.ones(2),
                                                   dtype("fp32"), 1)))
 
-
-def compile_passes() -> None:
-    """Compile the compiled passes (``PASSES``), for a cold start's spare time
-    (``hwsim.timing.warm``)."""
-    for _, call in PASSES:
-        call()
-
-
 @dataclass(frozen=True)
 class DotProductRule:
     """The readings of the dot-product test that the spec leaves open (see module docstring)."""

@@ -1,7 +1,7 @@
 """fp64 references and dot-product bounds of floating-point operators, computed in-process.
 
 What the reference model binary's precise mode (``--precise_mode 1``, ``reference.precise``)
-returns, vectorised with numpy: ``output_ref``, the operator in fp64 arithmetic on the inputs'
+returns, vectorised with numpy (a depthwise convolution in one compiled pass): ``output_ref``, the operator in fp64 arithmetic on the inputs'
 values, and ``output_bnd``, its second run in "abs mode" (TOSA 1.0 1.8.2,
 ``tosa_reference_check_dotproduct``, S0:L632). Its abs mode, as the reference model (tosa-tools
 2026.8) implements it and the tests check against the binary:
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numba
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -61,6 +62,11 @@ def _magnitudes(op: Operator, *arrays) -> list[np.ndarray]:
     return [np.maximum(np.abs(a), tiny) for a in arrays]
 
 
+def _largest(op: Operator, x: np.ndarray) -> float:
+    """The largest of ``_magnitudes(op, x)``, without making them."""
+    return max(float(x.max()), -float(x.min()), op.inputs[0].dtype.normal_min)
+
+
 def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` in fp64; with infinities, a loop that forms every product (as the reference
     model does: inf * 0 is NaN), which BLAS kernels need not."""
@@ -80,31 +86,75 @@ def _conv2d(op, x, w, b):
         return out.reshape(n, oh, ow, -1) + b
 
     ref = conv(x, w, b)
-    xa, wa, ba = _magnitudes(op, x, w, b)
+    wa, ba = _magnitudes(op, w, b)
     if op.local_bound:                   # the padding is magnitudes too: normal_min
-        return ref, conv(xa, wa, ba, op.inputs[0].dtype.normal_min)
+        return ref, conv(*_magnitudes(op, x), wa, ba, op.inputs[0].dtype.normal_min)
     # every input element, padding included, is the largest magnitude
-    return ref, np.broadcast_to(xa.max() * wa.reshape(wa.shape[0], -1).sum(axis=1) + ba,
+    return ref, np.broadcast_to(_largest(op, x) * wa.reshape(wa.shape[0], -1).sum(axis=1) + ba,
                                 ref.shape).copy()
 
 
 def _depthwise(op, x, w, b):
     kh, kw, c, m = w.shape
+    n, h, width, _ = x.shape
+    top, _, left, _ = op.pad
+    oh = conv_out(h, kh, op.pad[0], op.pad[1], op.stride[0], op.dilation[0])[0]
+    ow = conv_out(width, kw, op.pad[2], op.pad[3], op.stride[1], op.dilation[1])[0]
 
-    def conv(x, w, b):
-        # tap by tap: a few whole-tensor products (every one formed: inf * 0 is NaN), not a
-        # batch of one tiny matrix product per channel
-        cols = _windows(x, (kh, kw), op.stride, op.dilation, op.pad)
-        out = np.zeros(cols.shape[:3] + (c, m))
-        for ky in range(kh):
-            for kx in range(kw):
-                out += cols[:, :, :, ky, kx, :, None] * w[ky, kx]
-        return out.reshape(out.shape[:3] + (c * m,)) + b
+    def conv(x, w, b, flat=0.0):
+        out = np.empty((n, oh, ow, c * m))
+        _depthwise_sums(np.ascontiguousarray(x), np.ascontiguousarray(w),
+                        np.ascontiguousarray(np.broadcast_to(b, (c * m,))), op.stride[0],
+                        op.stride[1], op.dilation[0], op.dilation[1], top, left, flat, out)
+        return out
 
-    xa, wa, ba = _magnitudes(op, x, w, b)
-    if not op.local_bound:
-        xa = np.full_like(xa, xa.max())            # padding stays zero
-    return conv(x, w, b), conv(xa, wa, ba)
+    wa, ba = _magnitudes(op, w, b)
+    if op.local_bound:
+        return conv(x, w, b), conv(*_magnitudes(op, x), wa, ba)
+    return conv(x, w, b), conv(x, wa, ba, flat=_largest(op, x))     # padding stays zero
+
+
+@numba.njit(cache=True, nogil=True)
+def _depthwise_sums(x, w, b, sy, sx, dy, dx, top, left, flat, out):
+    """``out[n, y, x, c * M + m]``: the products ``x * w`` of the taps summed from 0 in
+    (ky, kx) order, then ``+ b``: the fp64 operations of adding whole tap arrays in turn, in
+    one pass. A tap in the padding reads 0 and its product is formed (inf * 0 is NaN); with
+    ``flat`` > 0 every other tap reads ``flat`` (the bound's largest magnitude)."""
+    _, h, width, c_in = x.shape
+    kh, kw, _, m_out = w.shape
+    for n in range(out.shape[0]):
+        for oy in range(out.shape[1]):
+            for ox in range(out.shape[2]):
+                row = out[n, oy, ox]
+                for k in range(row.size):
+                    row[k] = 0.0
+                for ky in range(kh):
+                    iy = oy * sy + ky * dy - top
+                    for kx in range(kw):
+                        ix = ox * sx + kx * dx - left
+                        tap = w[ky, kx]
+                        inside = 0 <= iy < h and 0 <= ix < width
+                        pixel = x[n, min(max(iy, 0), h - 1), min(max(ix, 0), width - 1)]
+                        if m_out == 1 and inside:       # contiguous: each loop vectorises
+                            if flat > 0:
+                                for c in range(c_in):
+                                    row[c] += flat * tap[c, 0]
+                            else:
+                                for c in range(c_in):
+                                    row[c] += pixel[c] * tap[c, 0]
+                            continue
+                        for c in range(c_in):
+                            v = 0.0 if not inside else flat if flat > 0 else pixel[c]
+                            for m in range(m_out):
+                                row[c * m_out + m] += v * tap[c, m]
+                for k in range(row.size):
+                    row[k] += b[k]
+
+
+# (kernel, a call on tiny operands that compiles it: every call's argument types are these)
+PASSES = ((_depthwise_sums, lambda: _depthwise_sums(
+    np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1)), np.ones(1), 1, 1, 1, 1, 0, 0, 0.0,
+    np.empty((1, 1, 1, 1)))),)
 
 
 def _matmul(op, a, b):
