@@ -1,10 +1,10 @@
 """fp64 references and dot-product bounds of floating-point operators, computed in-process.
 
 What the reference model binary's precise mode (``--precise_mode 1``, ``reference.precise``)
-returns, vectorised with numpy (a depthwise convolution in one compiled pass): ``output_ref``, the operator in fp64 arithmetic on the inputs'
-values, and ``output_bnd``, its second run in "abs mode" (TOSA 1.0 1.8.2,
-``tosa_reference_check_dotproduct``, S0:L632). Its abs mode, as the reference model (tosa-tools
-2026.8) implements it and the tests check against the binary:
+returns, vectorised with numpy (a depthwise convolution in one compiled pass): ``output_ref``,
+the operator in fp64 arithmetic on the inputs' values, and ``output_bnd``, its second run in
+"abs mode" (TOSA 1.0 1.8.2, ``tosa_reference_check_dotproduct``, S0:L632). Its abs mode, as
+the reference model (tosa-tools 2026.8) implements it and the tests check against the binary:
 
 * dot products take ``max(|input|, normal_min)``, ``max(|weight|, normal_min)`` and
   ``max(|bias|, normal_min)`` (``normal_min`` of the input type). Without ``local_bound`` every
