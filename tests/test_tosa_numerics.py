@@ -10,7 +10,7 @@ from hwsim.tosa.compliance import (DotProductRule, abs_error_bound, calc_abs_err
                                    check_cast_fp, check_dot_product, check_fp, check_fp_bnd,
                                    reference_ulp, ulp_error)
 from hwsim.tosa.dtypes import dtype
-from hwsim.tosa.judge import judge, judge_layer, statistics
+from hwsim.tosa.judge import exact_count, judge, judge_layer, statistics
 from hwsim.tosa.models import model, sample_input
 from hwsim.tosa.reference import goldens
 
@@ -189,6 +189,24 @@ def test_statistics_in_lsb_and_ulp():
                      FP16).tolist() == [np.inf, np.inf]
     bf = np.array([1.0, 1.0078125], ml_dtypes.bfloat16)
     assert statistics(bf, np.array([1.0, 1.0], ml_dtypes.bfloat16), BF16)[1] == 1.0
+
+
+@pytest.mark.parametrize("name", ["fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2"])
+def test_nans_of_any_payload_count_as_exact_in_every_float_type(name):
+    """Every NaN pattern of the type (all of them below 32 bits) against another NaN, its
+    own pattern, and a number."""
+    dt = dtype(name)
+    size = np.dtype(dt.np).itemsize
+    bits = np.arange(1 << 8 * size, dtype=f"u{size}") if size < 4 else np.array(
+        [0x7FC00000, 0xFFC00001, 0x7F800001, 0xFF800001, 0x7FFFFFFF], np.uint32)
+    values = bits.view(dt.np)
+    with np.errstate(invalid="ignore"):
+        nans = values[np.isnan(values.astype(np.float64))]
+    assert nans.size
+    other = np.full_like(nans, nans[0])
+    number = np.zeros_like(nans)
+    assert exact_count(nans, other, dt) == exact_count(nans, nans, dt) == nans.size
+    assert exact_count(nans, number, dt) == exact_count(number, nans, dt) == 0
 
 
 def single_op(op_name, dt):
