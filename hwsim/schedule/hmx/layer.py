@@ -60,12 +60,12 @@ def packed_weights(plan: ConvPlan, weight: np.ndarray) -> list[list[np.ndarray]]
         mats = [np.zeros((CH, k), dtype=np.float16) for _ in taps]
         outs = np.arange(g * CH, min(c.k_out, (g + 1) * CH))
         m = c.k_out // c.c
+        rows, channel, multiple = outs - g * CH, outs // m, outs % m
         for block in plan.blocks[first:first + count]:  # a block per crouton, the group's
-            col = block.offset - first * CH
+            cols = channel + (block.offset - first * CH - block.c0)
             for t, ky in enumerate(taps):
                 ky = block.ky if plan.fold_y else ky
-                mats[t][outs - g * CH, col + outs // m - block.c0] = \
-                    weight[ky, block.kx, outs // m, outs % m]
+                mats[t][rows, cols] = weight[ky, block.kx, channel, multiple]
         out.append([layouts.pack_weights(m) for m in mats])
     return out
 
