@@ -252,6 +252,10 @@ class Template:
                 prev_word, gap = word, False
         self.steps.append((regex, 0, "end of line"))
         self.regex = re.compile(regex + r"\s*$")
+        self.kinds: dict[str, object] = {}      # field name -> the kind of its first slot
+        for slot in self.slots:
+            for name in slot.names:
+                self.kinds.setdefault(name, slot.kind)
 
     def render(self, values: dict[str, int]) -> str:
         out, skip = [], None

@@ -67,7 +67,7 @@ ZERO_REGISTERS = (KINDS["xzr"], KINDS["wzr"])   # operand kinds where register 3
 def xreg(ins: Instruction, name: str) -> tuple[int, tuple[str, ...]]:
     """(register index, resources) of an X/W operand: -1 and no resource for XZR/WZR."""
     n = ins.fields[name]
-    kind = next(s.kind for s in ins.form.template.slots if name in s.names)
+    kind = ins.form.template.kinds[name]
     if n == 31 and kind in ZERO_REGISTERS:
         return -1, ()
     return n, ("sp",) if n == 31 else (f"x{n}",)
