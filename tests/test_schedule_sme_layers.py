@@ -119,6 +119,14 @@ def test_operators_it_cannot_lower_fail_before_anything_runs():
         hwsim.estimate(_conv_graph(0, dtype="fp32"), "sme", mode="int8")
     with pytest.raises(ScheduleError, match="mode bf16 takes fp32 graphs"):
         hwsim.estimate(_conv_graph(0), "sme", mode="bf16")
+    # the weights' zero point comes off at compile time: -128 - 1 is no int8 weight
+    b = GraphBuilder("zp")
+    g = b.build(b.conv2d(b.input((1, 4, 4, 8), "int8", "x"),
+                         b.const(np.full((2, 1, 1, 8), -128), "int8"),
+                         b.const(np.zeros(2), "int32"), weight_zp=1))
+    with pytest.raises(ScheduleError, match=r"weight_zp 1: weights - weight_zp span "
+                                            r"-129\.\.-129, outside int8"):
+        hwsim.estimate(g, "sme", mode="int8")
 
 
 def test_buffers_reuse_the_bytes_of_dead_ones_and_constants_sit_on_top():

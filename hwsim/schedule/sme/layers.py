@@ -159,9 +159,10 @@ def dot_unsupported(op: Operator) -> str | None:
 
 def _weight_zp(op: Operator, role: str) -> str | None:
     """The weights' zero point is subtracted at compile time: the result must stay int8."""
-    w = op.inputs[1].data.astype(np.int64) - int(op.scalar(role))
-    if w.min() < -128 or w.max() > 127:
-        return f"{role} {int(op.scalar(role))}: weights - {role} span {w.min()}..{w.max()}, " \
+    data, zp = op.inputs[1].data, int(op.scalar(role))
+    lo, hi = int(data.min()) - zp, int(data.max()) - zp
+    if lo < -128 or hi > 127:
+        return f"{role} {zp}: weights - {role} span {lo}..{hi}, " \
                "outside int8 (SMOPA takes int8 weights)"
     return None
 
