@@ -212,6 +212,7 @@ PASSES = ((_ulp_errors, lambda: ulp_error(np.ones(2), np.ones(2), dtype("fp32"),
           (_dot_errors, lambda: check_dot_product(np.ones(2), np.ones(2), np.ones(2),
                                                   dtype("fp32"), 1)))
 
+
 @dataclass(frozen=True)
 class DotProductRule:
     """The readings of the dot-product test that the spec leaves open (see module docstring)."""
