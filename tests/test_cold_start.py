@@ -139,8 +139,8 @@ def test_hmx_share_compiles_what_the_kernels_child_then_loads(tmp_path, mode, dt
                "fp16_reduce_max", "fp16_avg_pool", "fp16_clamp", "unpack_act", "crouton_of_cvt"]
     # the convert applies the ReLUs: the DS-CNN calls no clamp in fp16 mode, nor an exact HVX
     # add in dequantise mode (KWS does), nor the check's compiled passes (it runs no check)
-    extras = ["fp16_clamp" if mode == "fp16" else "_binary_rest", "_ulp_errors", "_dot_errors",
-              "_depthwise_sums"]
+    extras = ["fp16_clamp" if mode == "fp16" else "_binary_rest", "_depthwise_sums",
+              "_ulp_errors", "_dot_errors"]
     if mode == "fp16":
         kernels = ["convert_rest"] + [k for k in kernels if k != "fp16_clamp"] + extras
     else:
@@ -263,3 +263,36 @@ def test_an_sme_run_gives_its_core_child_the_exact_functions_of_its_mode(tmp_pat
     """)
     subprocess.run([sys.executable, "-c", script], check=True,
                    env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+
+
+def test_the_checks_passes_compile_the_signatures_a_check_then_loads(tmp_path):
+    """``check.compile_passes`` (a cold start's spare time) compiles every compiled pass of a
+    float check with the argument types the check passes, so a check after it loads them all
+    and compiles none: here the fp64 references of a depthwise convolution (its bias would be
+    a read-only array, another signature, if passed as broadcast) and the verdicts' errors."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", "from hwsim.schedule.check import compile_passes; "
+                    "compile_passes()"], env=env, check=True)
+    script = textwrap.dedent("""
+        import json
+        import numpy as np
+        from hwsim.schedule.check import PASSES
+        from hwsim.tosa import fp64
+        from hwsim.tosa.builder import GraphBuilder
+        from hwsim.tosa.judge import judge
+        b = GraphBuilder()
+        x = b.input((1, 5, 5, 4), "fp32")
+        out = b.depthwise_conv2d(x, b.const(np.ones((3, 3, 4, 1)), "fp32"),
+                                 b.const(np.ones(4), "fp32"), pad=(1, 1, 1, 1))
+        op = b.build(out).operators[-1]
+        values = np.random.default_rng(0).standard_normal((1, 5, 5, 4)).astype(np.float32)
+        ref, bnd = fp64.reference(op, {x.name: values})
+        sim = (ref * (1 + 2.0 ** -20)).astype(np.float32)
+        judge(op, sim, ref.astype(np.float32), ref64=ref, bnd64=bnd, x=values)
+        print(json.dumps({k.__name__: [sum(k.stats.cache_misses.values()),
+                                       sum(k.stats.cache_hits.values())] for k, _ in PASSES}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "_depthwise_sums": [0, 1], "_ulp_errors": [0, 1], "_dot_errors": [0, 1]}

@@ -48,9 +48,9 @@ from hwsim.tosa.judge import Verdict, exact_count, judge, statistics
 from hwsim.tosa.reference import ReferenceError
 
 TAIL = ("RESHAPE", "IDENTITY", "CLAMP", "MUL")   # applied exactly to an fp64 reference
-# the compiled passes of a float check: the verdicts' per-element errors and the fp64
-# references' depthwise sums, (kernel, a call that compiles it) each
-PASSES = compliance.PASSES + fp64.PASSES
+# the compiled passes of a float check in the order it calls them, (kernel, a call that
+# compiles it) each: the fp64 references' depthwise sums, the verdicts' per-element errors
+PASSES = fp64.PASSES + compliance.PASSES
 
 
 def compile_passes() -> None:

@@ -103,8 +103,9 @@ def _depthwise(op, x, w, b):
 
     def conv(x, w, b, flat=0.0):
         out = np.empty((n, oh, ow, c * m))
+        # writable arrays all (a read-only one is another signature to compile)
         _depthwise_sums(np.ascontiguousarray(x), np.ascontiguousarray(w),
-                        np.ascontiguousarray(np.broadcast_to(b, (c * m,))), op.stride[0],
+                        np.broadcast_to(b, (c * m,)).copy(), op.stride[0],
                         op.stride[1], op.dilation[0], op.dilation[1], top, left, flat, out)
         return out
 
