@@ -105,7 +105,7 @@ class Emitter:
     def tensor(self, dtype: str, shape, last: float = math.inf) -> TensorRef:
         """A buffer live from the current step to ``last``."""
         shape = tuple(shape)
-        nbytes = int(np.prod(shape)) * DTYPES[dtype]
+        nbytes = int(math.prod(shape)) * DTYPES[dtype]
         return TensorRef(SPACE, self.memory.buffer(nbytes, self.step, last), dtype, shape)
 
     def scratch(self, dtype: str, shape) -> TensorRef:
@@ -193,7 +193,7 @@ def dot_plan(op: Operator, mode: Mode, svl_bytes: int) -> DotPlan:
     bias = op.bias.data.reshape(-1)
     if op.op == "CONV2D":
         conv["kernel"] = (w.shape[1], w.shape[2])
-        return DotPlan(m, w.shape[0], int(np.prod(w.shape[1:])), 0,
+        return DotPlan(m, w.shape[0], int(math.prod(w.shape[1:])), 0,
                        [w.reshape(w.shape[0], -1)], bias, conv, zp)
     conv["kernel"] = (w.shape[0], w.shape[1])
     taps = layouts.padded(w.shape[0] * w.shape[1], mode.depth)
