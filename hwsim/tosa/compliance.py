@@ -90,6 +90,9 @@ def ulp_error(sim: np.ndarray, golden: np.ndarray, dt: DType, scale=None) -> np.
     return err.reshape(shape)
 
 
+FP64_NORMAL_MIN = float(np.finfo(np.float64).tiny)
+
+
 @numba.njit(cache=True, nogil=True)
 def _ulp_errors(s, g, scale, scaled, normal_min, step, err):
     """``ulp_error``'s values into ``err``: the error over ``reference_ulp`` (``step`` = 2^-frac),
@@ -105,7 +108,7 @@ def _ulp_errors(s, g, scale, scaled, normal_min, step, err):
         else:
             at = abs(b) if b != 0 else abs(a)
         ulp = 0.0
-        if 2.2250738585072014e-308 <= at < math.inf:     # fp64 normal: 2^floor(log2 at)
+        if FP64_NORMAL_MIN <= at < math.inf:     # an fp64 normal: 2^floor(log2 at)
             ulp = max(math.ldexp(1.0, math.frexp(at)[1] - 1), normal_min) * step
         e = abs(a - b) / ulp if ulp > 0 else math.inf
         err[i] = math.inf if e != e else e

@@ -97,9 +97,9 @@ def _conv2d(op, x, w, b):
 def _depthwise(op, x, w, b):
     kh, kw, c, m = w.shape
     n, h, width, _ = x.shape
-    top, _, left, _ = op.pad
-    oh = conv_out(h, kh, op.pad[0], op.pad[1], op.stride[0], op.dilation[0])[0]
-    ow = conv_out(width, kw, op.pad[2], op.pad[3], op.stride[1], op.dilation[1])[0]
+    top, bottom, left, right = op.pad
+    oh = conv_out(h, kh, top, bottom, op.stride[0], op.dilation[0])[0]
+    ow = conv_out(width, kw, left, right, op.stride[1], op.dilation[1])[0]
 
     def conv(x, w, b, flat=0.0):
         out = np.empty((n, oh, ow, c * m))
@@ -135,6 +135,7 @@ def _depthwise_sums(x, w, b, sy, sx, dy, dx, top, left, flat, out):
                         ix = ox * sx + kx * dx - left
                         tap = w[ky, kx]
                         inside = 0 <= iy < h and 0 <= ix < width
+                        # a pixel in range either way; read only when the tap is inside
                         pixel = x[n, min(max(iy, 0), h - 1), min(max(ix, 0), width - 1)]
                         if m_out == 1 and inside:       # contiguous: each loop vectorises
                             if flat > 0:
