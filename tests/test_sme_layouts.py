@@ -1,10 +1,12 @@
-"""SME GEMM operand layouts: panels round-trip, im2col and the depthwise block-diagonal form
-against direct loops, BF16 conversion against the exact-rational oracle."""
+"""SME GEMM operand layouts: panels round-trip; a convolution's panels against direct loops, the
+depthwise block-diagonal form against the convolution, and both against a NumPy twin (im2col,
+per-group matrices, ``pack_panels``) over random geometries; BF16 conversion against the
+exact-rational oracle."""
 
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from hwsim.targets.sme import layouts
 from tests import oracle
@@ -26,11 +28,35 @@ def test_panels_round_trip_and_place_each_value(r, k, rows, vectors, depth):
     assert flat[at] == mat[i, j] and np.count_nonzero(flat) == r * k
 
 
-def test_im2col_matches_direct_loops_with_padding_stride_and_dilation():
+def _im2col(x, kernel, stride, pad, dilation, fill):
+    """The twin's ``[pixels, KH * KW * C]`` matrix, from sliding windows."""
+    win = layouts.windows(x, kernel, stride, pad, dilation, fill)
+    return win.reshape(-1, win.shape[3] * win.shape[4] * win.shape[5])
+
+
+def _twin(x, kernel, stride, pad, dilation, group, rows, vectors, depth, fill):
+    """``conv_panels`` the NumPy way: the im2col matrix or, per channel group, its depthwise
+    matrix (k = (channel, tap), taps padded with ``fill``), each through ``pack_panels``."""
+    cols = _im2col(x, kernel, stride, pad, dilation, fill)
+    mats = [cols]
+    if group:
+        pixels, channels = cols.shape[0], x.shape[3]
+        taps = kernel[0] * kernel[1]
+        per_tap = cols.reshape(pixels, taps, channels)
+        mats = []
+        for g in range(0, channels, group):
+            block = np.full((pixels, group, layouts.padded(taps, depth)), fill, x.dtype)
+            chunk = per_tap[:, :, g:g + group].transpose(0, 2, 1)
+            block[:, :chunk.shape[1], :taps] = chunk
+            mats.append(block.reshape(pixels, -1))
+    return np.concatenate([layouts.pack_panels(m, rows, vectors, depth, fill) for m in mats])
+
+
+def test_conv_panels_hold_the_im2col_matrix_with_padding_stride_and_dilation():
     rng = np.random.default_rng(0)
-    x = rng.integers(-9, 9, (2, 7, 6, 3))
+    x = rng.integers(-9, 9, (2, 7, 6, 3)).astype(np.int16)
     kernel, stride, pad, dilation = (3, 2), (2, 1), (1, 2, 0, 1), (1, 2)
-    cols = layouts.im2col(x, kernel, stride, pad, dilation, fill=100)
+    flat = layouts.conv_panels(x, kernel, stride, pad, dilation, 0, 16, 2, 4, fill=100)
     rows = []
     for n in range(2):
         for oy in range((7 + 3 - 3) // 2 + 1):
@@ -42,22 +68,43 @@ def test_im2col_matches_direct_loops_with_padding_stride_and_dilation():
                         inside = 0 <= y < 7 and 0 <= c < 6
                         row.extend(x[n, y, c] if inside else [100] * 3)
                 rows.append(row)
-    assert np.array_equal(cols, np.array(rows))
+    cols = np.array(rows)
+    assert np.array_equal(layouts.unpack_panels(flat, *cols.shape, 16, 2, 4), cols)
+    assert np.array_equal(_im2col(x, kernel, stride, pad, dilation, 100), cols)
 
 
 def test_depthwise_as_block_diagonal_gemm_equals_the_convolution():
     rng = np.random.default_rng(1)
     x = rng.integers(-9, 9, (1, 5, 4, 20))
     w = rng.integers(-9, 9, (3, 3, 20, 1))
-    cols = layouts.im2col(x, (3, 3), (1, 1), (1, 1, 1, 1))
     taps = 12
-    xs = layouts.depthwise_rows(cols, 20, 16, taps)
+    flat = layouts.conv_panels(x, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 16, 16, 1, 4)
+    xs = [layouts.unpack_panels(part, 20, 16 * taps, 16, 1, 4) for part in np.split(flat, 2)]
     ws = layouts.depthwise_weights(w, 16, taps)
     out = np.concatenate([xg @ wg.T for xg, wg in zip(xs, ws)], axis=1)[:, :20]
     xp = np.pad(x[0], ((1, 1), (1, 1), (0, 0)))
     want = np.stack([(xp[y:y + 3, c:c + 3] * w[:, :, :, 0]).sum(axis=(0, 1))
                      for y in range(5) for c in range(4)])
     assert np.array_equal(out, want)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 40),
+       st.tuples(st.integers(1, 3), st.integers(1, 3)), st.tuples(st.integers(1, 2),
+                                                                  st.integers(1, 2)),
+       st.tuples(*[st.integers(0, 2)] * 4), st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       st.sampled_from([0, 4, 16]), st.sampled_from([4, 16]), st.integers(1, 2),
+       st.sampled_from([1, 2, 4]), st.sampled_from([np.int16, np.int64, np.float32]),
+       st.integers(-128, 127), st.integers(0, 2**32 - 1))
+def test_conv_panels_equal_the_numpy_twin(n, h, w, c, kernel, stride, pad, dilation, group,
+                                          rows, vectors, depth, dtype, fill, seed):
+    span = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    assume(h + pad[0] + pad[1] >= span[0] and w + pad[2] + pad[3] >= span[1])
+    x = np.random.default_rng(seed).integers(-128, 128, (n, h, w, c)).astype(dtype)
+    args = (kernel, stride, pad, dilation, group, rows, vectors, depth, fill)
+    got = layouts.conv_panels(x, *args)
+    want = _twin(x, *args)
+    assert got.dtype == want.dtype == dtype and np.array_equal(got, want)
 
 
 @settings(max_examples=examples(300), deadline=None)

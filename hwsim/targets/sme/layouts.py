@@ -9,10 +9,12 @@ stores a matrix ``[R, K]`` so that a kernel loads those registers with consecuti
 
     panel[b][s][v][r][q] = mat[(b * vectors + v) * rows + r, s * depth + q]
 
-with R padded to whole blocks and K to whole steps by ``fill``. ``im2col`` turns an NHWC
-activation into the ``[pixels, KH * KW * C]`` matrix of a convolution (k ordered (ky, kx, c),
-as TOSA's [OC, KH, KW, IC] weights), padding with a value; ``depthwise_rows`` builds the
-per-channel-group matrices of a depthwise convolution run as a GEMM with block-diagonal weights.
+with R padded to whole blocks and K to whole steps by ``fill``. ``conv_panels`` packs a
+convolution's activation operand straight from NHWC in one compiled pass: the ``[pixels, KH *
+KW * C]`` im2col matrix (k ordered (ky, kx, c), as TOSA's [OC, KH, KW, IC] weights), or for a
+depthwise convolution run as a GEMM with block-diagonal weights (``depthwise_weights``), one
+``[pixels, group * taps]`` matrix per channel group (k ordered (channel, tap)), padded with
+``fill`` outside the image.
 ``bf16_bits``/``bf16_values`` convert fp32 to BF16 (round to nearest even, NaN kept quiet: BFCVT
 with the default FPCR) and back (exact).
 """
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
+
+from hwsim.targets.floats import jit
 
 
 def padded(n: int, multiple: int) -> int:
@@ -61,27 +65,68 @@ def windows(x: np.ndarray, kernel, stride, pad, dilation=(1, 1), fill=0) -> np.n
     return win.transpose(0, 1, 2, 4, 5, 3)
 
 
-def im2col(x: np.ndarray, kernel, stride, pad, dilation=(1, 1), fill=0) -> np.ndarray:
-    """The ``[N * OH * OW, KH * KW * C]`` matrix of a convolution over NHWC ``x``."""
-    win = windows(x, kernel, stride, pad, dilation, fill)
-    return win.reshape(-1, win.shape[3] * win.shape[4] * win.shape[5])
-
-
-def depthwise_rows(cols: np.ndarray, channels: int, group: int, taps_padded: int,
-                   fill=0) -> list[np.ndarray]:
-    """Per channel group, the ``[pixels, group * taps_padded]`` matrix of a depthwise
-    convolution from its im2col matrix ``cols [pixels, taps * channels]``: k = (channel in the
-    group, tap), each channel's taps padded to ``taps_padded`` with ``fill``."""
-    pixels = cols.shape[0]
-    per_tap = cols.reshape(pixels, -1, channels)                      # [P, taps, C]
-    taps = per_tap.shape[1]
-    out = []
-    for g in range(0, channels, group):
-        block = np.full((pixels, group, taps_padded), fill, dtype=cols.dtype)
-        chunk = per_tap[:, :, g:g + group].transpose(0, 2, 1)         # [P, c, taps]
-        block[:, :chunk.shape[1], :taps] = chunk
-        out.append(block.reshape(pixels, group * taps_padded))
+def conv_panels(x: np.ndarray, kernel, stride, pad, dilation, group: int, rows: int,
+                vectors: int, depth: int, fill=0) -> np.ndarray:
+    """The flat panels of a convolution's activation operand, from NHWC ``x`` (pad is top,
+    bottom, left, right, as TOSA): of its im2col matrix, or with ``group`` channels per group,
+    of each group's depthwise matrix in turn (each channel's taps padded to whole steps)."""
+    n, h, w, c = x.shape
+    (kh, kw), (sy, sx), (dy, dx) = kernel, stride, dilation
+    oh = (h + pad[0] + pad[1] - (kh - 1) * dy - 1) // sy + 1
+    ow = (w + pad[2] + pad[3] - (kw - 1) * dx - 1) // sx + 1
+    taps = padded(kh * kw, depth) if group else 0
+    k, mats = (group * taps, -(-c // group)) if group else (kh * kw * c, 1)
+    out = np.empty(mats * panel_elements(n * oh * ow, k, rows, vectors, depth), x.dtype)
+    _conv_panels(np.ascontiguousarray(x), oh, ow, kh, kw, sy, sx, dy, dx, pad[0], pad[2], group,
+                 taps, rows, vectors, depth, x.dtype.type(fill), out)
     return out
+
+
+@jit
+def _conv_panels(x, oh, ow, kh, kw, sy, sx, dy, dx, top, left, group, taps, rows, vectors,
+                 depth, fill, out):
+    """``conv_panels`` into ``out``: element (row i, column j) of a matrix reads
+    ``x.flat[base[i] + offset[j]]`` where the whole window of row i is inside the image (most
+    rows), else it checks each tap."""
+    n, h, w, c = x.shape
+    flat = x.reshape(-1)
+    r = n * oh * ow
+    block = rows * vectors
+    rp = -(-r // block) * block
+    k, mats = (group * taps, -(-c // group)) if group else (kh * kw * c, 1)
+    kp = -(-k // depth) * depth
+    y0, x0 = np.zeros(rp, np.int64), np.zeros(rp, np.int64)
+    base, inside = np.zeros(rp, np.int64), np.zeros(rp, np.bool_)
+    for i in range(r):
+        y0[i], x0[i] = i // ow % oh * sy - top, i % ow * sx - left
+        base[i] = ((i // (oh * ow) * h + y0[i]) * w + x0[i]) * c
+        inside[i] = y0[i] >= 0 and x0[i] >= 0 and y0[i] + (kh - 1) * dy < h and \
+            x0[i] + (kw - 1) * dx < w
+    dyj, dxj, offset = np.zeros(kp, np.int64), np.zeros(kp, np.int64), np.zeros(kp, np.int64)
+    live = np.zeros(kp, np.bool_)       # a column of the matrix, not of K's padding
+    pos = 0
+    for m in range(mats):
+        for j in range(k):
+            if group:
+                channel, tap = m * group + j // taps, j % taps
+                live[j] = tap < kh * kw and channel < c
+            else:
+                channel, tap = j % c, j // c
+                live[j] = True
+            dyj[j], dxj[j] = tap // kw * dy, tap % kw * dx
+            offset[j] = (dyj[j] * w + dxj[j]) * c + channel
+        for b in range(rp // block):
+            for s in range(0, kp, depth):
+                for first in range(b * block, (b + 1) * block, rows):
+                    for i in range(first, first + rows):
+                        for j in range(s, s + depth):
+                            value = fill
+                            if live[j] and i < r:
+                                yy, xx = y0[i] + dyj[j], x0[i] + dxj[j]
+                                if inside[i] or (0 <= yy < h and 0 <= xx < w):
+                                    value = flat[base[i] + offset[j]]
+                            out[pos] = value
+                            pos += 1
 
 
 def depthwise_weights(w: np.ndarray, group: int, taps_padded: int) -> list[np.ndarray]:

@@ -157,21 +157,15 @@ def _pack_loads(t, a):
 
 
 def _run_pack(x, a, t):
-    fill = a["fill"]
     if a["transpose"]:
-        mats = [x["in"][0].T]
-    else:
-        data = x["in"] - a["offset"]
-        if t["in"].dtype == "i8":       # bytes, less 0 or 128: int16 moves a quarter of int64
-            data = data.astype(np.int16)
-        cols = layouts.im2col(data, a["kernel"], a["stride"], a["pad"], a["dilation"], fill)
-        mats = [cols]
-        if a["group"]:
-            taps = a["kernel"][0] * a["kernel"][1]
-            mats = layouts.depthwise_rows(cols, data.shape[3], a["group"],
-                                          layouts.padded(taps, a["depth"]), fill)
-    flat = [layouts.pack_panels(m, a["rows"], a["vectors"], a["depth"], fill) for m in mats]
-    return {"out": np.concatenate(flat)}
+        return {"out": layouts.pack_panels(x["in"][0].T, a["rows"], a["vectors"], a["depth"],
+                                           a["fill"])}
+    data = x["in"] - a["offset"]
+    if t["in"].dtype == "i8":           # bytes, less 0 or 128: int16 moves a quarter of int64
+        data = data.astype(np.int16)
+    return {"out": layouts.conv_panels(data, a["kernel"], a["stride"], a["pad"], a["dilation"],
+                                       a["group"], a["rows"], a["vectors"], a["depth"],
+                                       a["fill"])}
 
 
 def _rescale_shape(t, a):
