@@ -208,14 +208,14 @@ def test_a_failing_share_still_waits_for_the_child_and_does_not_fail_the_run(tmp
 
 @pytest.mark.slow
 def test_sme_core_child_compiles_the_exact_functions_the_run_then_loads(tmp_path):
-    """In each float mode the core child compiles the exact functions the run calls
-    (``hwsim.targets.sme.warm``) and the attribution's kernels; the run, which compiles its
-    loop before its kernels, then loads all of them and compiles none again."""
+    """In each mode the core child compiles the exact functions the run calls and the pack
+    kernel (``hwsim.targets.sme.warm``) and the attribution's kernels; the run, which compiles
+    its loop before its kernels, then loads all of them and compiles none again."""
     script = textwrap.dedent("""
         import json, sys
         from numba.core.ccallback import CFunc
         from hwsim.schedule import estimate, run
-        from hwsim.targets.sme import interpreter
+        from hwsim.targets.sme import interpreter, layouts
         from hwsim.timing import core, stats
         from hwsim.tosa.models import model
         cfuncs, compile = [], CFunc.compile
@@ -225,38 +225,42 @@ def test_sme_core_child_compiles_the_exact_functions_the_run_then_loads(tmp_path
             cfuncs.append([self._pyfunc.__name__, self.cache_hits > hits,
                            len(interpreter.execute.signatures)])
         CFunc.compile = record
-        estimate(model("autoencoder", dtype="fp32"), "sme", mode=sys.argv[1])
+        mode = sys.argv[1]
+        estimate(model("autoencoder", dtype="int8" if mode == "int8" else "fp32"), "sme",
+                 mode=mode)
         print(json.dumps({
             "exact": [c for c in cfuncs if c[0].startswith("_exact")],
             "misses": {f.__name__: sum(f.stats.cache_misses.values())
-                       for f in (core._run, core._edges, stats._spread, run._runs, run._swept)}}))
+                       for f in (core._run, core._edges, stats._spread, run._runs, run._swept,
+                                 layouts._conv_panels)},
+            "packed": len(layouts._conv_panels.signatures)}))
     """)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    from hwsim.targets.sme.warm import exact_names
-    names = {"bf16-widening": "_exact_sop", "bf16": "_exact_fma", "fp32": "_exact_fma"}
+    names = {"bf16-widening": ["_exact_sop"], "bf16": ["_exact_fma"], "fp32": ["_exact_fma"],
+             "int8": []}
     for mode, name in names.items():
-        subprocess.run([sys.executable, "-m", "hwsim.schedule.warm", "core",
-                        *exact_names(mode, True)], env=env, check=True)
+        subprocess.run([sys.executable, "-m", "hwsim.schedule.warm", "core", mode], env=env,
+                       check=True)
         done = subprocess.run([sys.executable, "-c", script, mode], env=env,
                               capture_output=True, text=True, check=True)
         found = json.loads(done.stdout.splitlines()[-1])
-        assert found == {"exact": [[name, True, 1]],
+        assert found == {"exact": [[n, True, 1] for n in name],
                          "misses": {"_run": 0, "_edges": 0, "_spread": 0, "_runs": 0,
-                                    "_swept": 0}}, mode
+                                    "_swept": 0, "_conv_panels": 0}, "packed": 1}, mode
 
 
 @pytest.mark.slow
-def test_an_sme_run_gives_its_core_child_the_exact_functions_of_its_mode(tmp_path):
+def test_an_sme_run_gives_its_core_child_its_mode_unless_timing_only(tmp_path):
     script = textwrap.dedent("""
         from hwsim.schedule import _warm_up
         from hwsim.timing import warm
         from hwsim.tosa.models import model
         graph = model("autoencoder", dtype="fp32")
-        for mode, numerics, names in (("bf16-widening", True, ["sop"]), ("fp32", True, ["fma"]),
-                                      ("int8", True, []), ("fp32", False, [])):
+        for mode, numerics, args in (("bf16-widening", True, ["bf16-widening"]),
+                                     ("int8", True, ["int8"]), ("fp32", False, [])):
             _warm_up("sme", mode, graph, program_first=True, numerics=numerics)
-            assert warm._child[0] == "core" and warm._child[1].args[-len(names) - 1:] == [
-                "core", *names], mode
+            assert warm._child[0] == "core" and warm._child[1].args[-len(args) - 1:] == [
+                "core", *args], mode
             warm._child[1].kill()
             warm._child[1].wait()
             warm.wait("core")

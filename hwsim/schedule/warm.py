@@ -9,11 +9,12 @@ the DS-CNN calls last (``hwsim.targets.hmx.warm``).
     python -m hwsim.schedule.warm TARGET MODE int8|fp32
 
 For a machine that runs its program before the timing (SME), the child compiles the timing core
-instead, after the exact functions the run calls (``hwsim.targets.sme.warm``), and then the
+instead, after the exact functions and the pack kernel a run in MODE calls
+(``hwsim.targets.sme.warm``; none without MODE, for a timing-only run), and then the
 attribution's kernels and, in a float mode, the check's compiled passes, which such a run
 needs last:
 
-    python -m hwsim.schedule.warm core [EXACT...]
+    python -m hwsim.schedule.warm core [MODE]
 """
 
 import sys
@@ -21,15 +22,17 @@ import sys
 from hwsim.schedule import _feeds, prepare
 from hwsim.schedule.check import compile_passes
 from hwsim.schedule.run import compile_attribution, simulate
-from hwsim.targets.sme.warm import compile_exact
+from hwsim.targets.sme.warm import EXACT, compile_numerics
 from hwsim.timing.warm import compile_core
 from hwsim.tosa.models import model
 
 if __name__ == "__main__" and sys.argv[1:2] == ["core"]:
-    compile_exact(sys.argv[2:])
+    mode = sys.argv[2] if sys.argv[2:] else None
+    if mode:
+        compile_numerics(mode)
     compile_core()
     compile_attribution()
-    if sys.argv[2:]:        # exact functions: a float mode, whose check judges float layers
+    if mode and EXACT[mode]:    # a float mode, whose check judges float layers
         compile_passes()
 elif __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]
