@@ -208,9 +208,10 @@ def test_a_failing_share_still_waits_for_the_child_and_does_not_fail_the_run(tmp
 
 @pytest.mark.slow
 def test_sme_core_child_compiles_the_exact_functions_the_run_then_loads(tmp_path):
-    """In each mode the core child compiles the exact functions the run calls and the pack
-    kernel (``hwsim.targets.sme.warm``) and the attribution's kernels; the run, which compiles
-    its loop before its kernels, then loads all of them and compiles none again."""
+    """In each mode the core child compiles the exact functions the run calls (in int8 mode
+    the pack kernel: ``hwsim.targets.sme.warm``) and the attribution's kernels; the run, which
+    compiles its loop before its kernels, then loads all of them and compiles none again (but
+    for a float mode's pack kernel, which the run compiles)."""
     script = textwrap.dedent("""
         import json, sys
         from numba.core.ccallback import CFunc
@@ -244,9 +245,11 @@ def test_sme_core_child_compiles_the_exact_functions_the_run_then_loads(tmp_path
         done = subprocess.run([sys.executable, "-c", script, mode], env=env,
                               capture_output=True, text=True, check=True)
         found = json.loads(done.stdout.splitlines()[-1])
+        packs = found["misses"].pop("_conv_panels")
         assert found == {"exact": [[n, True, 1] for n in name],
                          "misses": {"_run": 0, "_edges": 0, "_spread": 0, "_runs": 0,
-                                    "_swept": 0, "_conv_panels": 0}, "packed": 1}, mode
+                                    "_swept": 0}, "packed": 1}, mode
+        assert packs == 0 or mode != "int8"
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ the DS-CNN calls last (``hwsim.targets.hmx.warm``).
     python -m hwsim.schedule.warm TARGET MODE int8|fp32
 
 For a machine that runs its program before the timing (SME), the child compiles the timing core
-instead, after the exact functions and the pack kernel a run in MODE calls
+instead, after the exact functions (or in int8 mode the pack kernel) a run in MODE calls
 (``hwsim.targets.sme.warm``; none without MODE, for a timing-only run), and then the
 attribution's kernels and, in a float mode, the check's compiled passes, which such a run
 needs last:
@@ -22,17 +22,17 @@ import sys
 from hwsim.schedule import _feeds, prepare
 from hwsim.schedule.check import compile_passes
 from hwsim.schedule.run import compile_attribution, simulate
-from hwsim.targets.sme.warm import EXACT, compile_numerics
+from hwsim.targets.sme.warm import compile_first
 from hwsim.timing.warm import compile_core
 from hwsim.tosa.models import model
 
 if __name__ == "__main__" and sys.argv[1:2] == ["core"]:
     mode = sys.argv[2] if sys.argv[2:] else None
     if mode:
-        compile_numerics(mode)
+        compile_first(mode)
     compile_core()
     compile_attribution()
-    if mode and EXACT[mode]:    # a float mode, whose check judges float layers
+    if mode and mode != "int8":     # a float mode, whose check judges float layers
         compile_passes()
 elif __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]

@@ -6,9 +6,12 @@ compiles its interpreter and kernels while a child process compiles the timing c
 kernel calls an exact per-element function compiled apart (``kernels.exact``: ``fma``, ``dot``,
 ``sop``, about 2 s each). So the child compiles those first, and the run compiles its
 interpreter's loop before its kernels (``interpreter.Runner``): when it gets to the exact
-function, seconds later, the child has written it to the disk cache and the run loads it. The
-child then compiles the first routine's kernel (``vec pack``: ``layouts.conv_panels``, about 1 s)
-for the element type the mode packs.
+function, seconds later, the child has written it to the disk cache and the run loads it.
+
+In int8 mode, which calls no exact function, the run's half is the longer: the child compiles
+its first routine's kernel instead (``vec pack`` of int8 values as int16:
+``layouts.conv_panels``, about 1 s). In the float modes the run compiles that kernel itself,
+in time it would spend waiting for the child.
 """
 
 from __future__ import annotations
@@ -17,25 +20,23 @@ import numpy as np
 
 from hwsim.targets.sme import kernels, layouts
 
-# The exact functions the programs of each lowering mode call (``interpreter._kernels``) on the
-# default machine (without FEAT_EBF16, widening BF16 uses BFDotAdd with EBF=0: ``sop``).
-EXACT = {"fp32": ("fma",), "bf16": ("fma",), "bf16-widening": ("sop",), "int8": ()}
-
-
-# The element type ``vec pack`` packs in each mode (``vector._run_pack``: int8 as int16)
-PACKED = {"fp32": np.float32, "bf16": np.float32, "bf16-widening": np.float32, "int8": np.int16}
+# What the child compiles first for a run in each mode: the exact functions its programs call
+# (``interpreter._kernels``) on the default machine (without FEAT_EBF16, widening BF16 uses
+# BFDotAdd with EBF=0: ``sop``), or the pack kernel (module docstring)
+FIRST = {"fp32": ("fma",), "bf16": ("fma",), "bf16-widening": ("sop",), "int8": ("pack",)}
 
 
 def child_args(mode: str, numerics: bool) -> tuple[str, ...]:
     """The core child's arguments for a run in ``mode``: the mode, if the run computes values
     (a timing-only run calls none of these kernels)."""
-    return (mode,) if numerics and mode in PACKED else ()
+    return (mode,) if numerics and mode in FIRST else ()
 
 
-def compile_numerics(mode: str) -> None:
-    """Compile (or load) the exact functions a run in ``mode`` calls, as the run's
-    ``kernels.exact`` does, then the pack kernel for the mode's element type."""
-    for name in EXACT[mode]:
-        kernels.exact(name)
-    layouts.conv_panels(np.zeros((1, 1, 1, 1), PACKED[mode]), (1, 1), (1, 1), (0, 0, 0, 0),
-                        (1, 1), 0, 1, 1, 1)
+def compile_first(mode: str) -> None:
+    """Compile (or load) ``FIRST[mode]``, with the argument types the run passes."""
+    for name in FIRST[mode]:
+        if name == "pack":
+            layouts.conv_panels(np.zeros((1, 1, 1, 1), np.int16), (1, 1), (1, 1), (0, 0, 0, 0),
+                                (1, 1), 0, 1, 1, 1)
+        else:
+            kernels.exact(name)
