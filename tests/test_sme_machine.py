@@ -192,6 +192,19 @@ def test_outer_products_need_streaming_mode_and_za_before_anything_runs():
             "smstart\nbfmopa za0.h, p0/m, p0/m, z0.h, z0.h")
 
 
+def test_the_first_instruction_run_in_the_wrong_mode_is_refused_in_any_stretch():
+    """Each stretch between SMSTART/SMSTOP is judged with the PSTATE it runs in: a routine
+    before SMSTART, an instruction after SMSTOP that ran fine before it."""
+    add = "vec add a=mem:0x1000:f32:4 b=mem:0x1010:f32:4 out=mem:0x1020:f32:4"
+    m = hwsim.machine("sme")
+    with pytest.raises(ProgramError, match=r"t.trace:2:1: vec add: needs PSTATE.SM = 1"):
+        m.run(_trace_file(f"mov x0, #1\n{add}\nsmstart\n{add}\n"))
+    load = "ld1w {z0.s}, p0/z, [x0]"
+    with pytest.raises(ProgramError, match=r"t.trace:5:1: ld1w .*needs PSTATE.SM = 1"):
+        m.run(_trace_file(f"smstart\n{load}\n{add}\nsmstop sm\n{load}\n{load}\n"))
+    assert not m.state.z.any()    # nothing ran
+
+
 def _trace_file(text, name="t.trace"):
     import tempfile
     from pathlib import Path

@@ -128,21 +128,26 @@ class SmeMachine(Machine):
 
     def _check_modes(self, program: SmeProgram) -> None:
         """Refuse, before anything runs, an instruction whose PSTATE.SM/ZA would be wrong: the
-        distinct words say what each needs; PSTATE changes only at SMSTART/SMSTOP."""
+        distinct words say what each needs; PSTATE changes only at SMSTART/SMSTOP. Each
+        stretch between them is judged on the distinct words first, and instruction by
+        instruction only if one of its words would be refused."""
         d = self.decoded(program)
-        needs = d.column("needs")
-        kind = d.column("kind")
-        needs[list(program.routines)] = interpreter.NEEDS_SM     # routines need streaming mode
-        switches = np.flatnonzero(kind == interpreter.KIND["smstart"]).tolist()
+        column = interpreter.COLUMNS.index
+        needs = d.table[:, column("needs")].copy()
+        # routines need streaming mode (every placeholder word holds one: ``decoded``)
+        needs[d.words == ROUTINE] = interpreter.NEEDS_SM
+        switch_rows = np.flatnonzero(d.table[:, column("kind")] == interpreter.KIND["smstart"])
+        switches = np.flatnonzero(np.isin(d.index, switch_rows)).tolist()
         sm, za = self.state.sm, self.state.za_enabled
-        bounds = [0] + [i + 1 for i in switches] + [len(kind)]
+        bounds = [0] + [i + 1 for i in switches] + [len(d.index)]
         for lo, hi in zip(bounds, bounds[1:]):
-            part = needs[lo:hi]
-            bad = ((part & interpreter.NEEDS_SM) != 0) & (not sm) | (
-                (part & interpreter.NEEDS_ZA) != 0) & (not za) | (
-                (part & interpreter.NEEDS_B16B16) != 0) & (not self.params.feat_sme_b16b16)
-            if bad.any():
-                self._refuse(program, lo + int(np.argmax(bad)), sm, za)
+            refused = ((needs & interpreter.NEEDS_SM) != 0) & (not sm) | (
+                (needs & interpreter.NEEDS_ZA) != 0) & (not za) | (
+                (needs & interpreter.NEEDS_B16B16) != 0) & (not self.params.feat_sme_b16b16)
+            if refused.any():
+                bad = refused[d.index[lo:hi]]
+                if bad.any():
+                    self._refuse(program, lo + int(np.argmax(bad)), sm, za)
             if hi - 1 in switches:
                 a = d.instructions[d.index[hi - 1]].form.attrs
                 sm = a["start"] if a["sm"] else sm
