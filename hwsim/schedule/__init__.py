@@ -114,10 +114,10 @@ class Prepared(NamedTuple):
 def _warm_up(target: str, mode: str, graph: Graph, program_first: bool, numerics: bool) -> None:
     """On a cold numba cache, compile in a child process the half of the work this process
     needs last (``hwsim.timing.warm``): for a machine that runs its program before the timing,
-    SME's first kernels (``hwsim.targets.sme.warm``), the timing core and
-    the attribution's kernels; else the machine's kernels (``hwsim.schedule.warm``; not for a
-    timing-only run, which calls none), and this process the attribution's; on HMX, whose
-    kernels take the longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
+    SME's first kernels (``hwsim.targets.sme.warm``), the timing core and the attribution's
+    kernels; else the machine's kernels (``hwsim.schedule.warm``; not for a timing-only run,
+    which calls none), and this process the attribution's; on HMX, whose kernels take the
+    longer, it then compiles part of the child's (``hwsim.targets.hmx.warm``)."""
     if program_first:
         from hwsim.targets.sme.warm import child_args
         warm.start("core", [sys.executable, "-m", "hwsim.schedule.warm", "core",
