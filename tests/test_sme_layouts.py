@@ -88,14 +88,17 @@ def test_depthwise_as_block_diagonal_gemm_equals_the_convolution():
     assert np.array_equal(out, want)
 
 
+def _pair(lo, hi):
+    return st.tuples(st.integers(lo, hi), st.integers(lo, hi))
+
+
 @settings(max_examples=examples(60), deadline=None)
-@given(st.integers(1, 2), st.integers(1, 9), st.integers(1, 9), st.integers(1, 40),
-       st.tuples(st.integers(1, 3), st.integers(1, 3)), st.tuples(st.integers(1, 2),
-                                                                  st.integers(1, 2)),
-       st.tuples(*[st.integers(0, 2)] * 4), st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       st.sampled_from([0, 4, 16]), st.sampled_from([4, 16]), st.integers(1, 2),
-       st.sampled_from([1, 2, 4]), st.sampled_from([np.int16, np.int64, np.float32]),
-       st.integers(-128, 127), st.integers(0, 2**32 - 1))
+@given(n=st.integers(1, 2), h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 40),
+       kernel=_pair(1, 3), stride=_pair(1, 2), pad=st.tuples(*[st.integers(0, 2)] * 4),
+       dilation=_pair(1, 2), group=st.sampled_from([0, 4, 16]), rows=st.sampled_from([4, 16]),
+       vectors=st.integers(1, 2), depth=st.sampled_from([1, 2, 4]),
+       dtype=st.sampled_from([np.int16, np.int64, np.float32]), fill=st.integers(-128, 127),
+       seed=st.integers(0, 2**32 - 1))
 def test_conv_panels_equal_the_numpy_twin(n, h, w, c, kernel, stride, pad, dilation, group,
                                           rows, vectors, depth, dtype, fill, seed):
     span = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
