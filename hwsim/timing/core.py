@@ -131,7 +131,7 @@ def _unit_lists(units, ptr, ops, prev, nxt):
 
 
 # state[...] scalar slots
-FE, FE_TIME, FE_WAIT, STARTED, IV_COUNT, LAST = range(6)
+FE, FE_TIME, STARTED, IV_COUNT, LAST = range(5)
 
 
 @jit
@@ -157,12 +157,10 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
             if m >= depth[u]:
                 first = unit_list[unit_ptr[u] + m - depth[u]]
                 if P[first] < 0:
-                    state[FE_WAIT] = first
                     break
                 if P[first] > state[FE_TIME]:
                     wake = unit_list[unit_ptr[u] + m - depth[u] // 2 - 1]
                     if P[wake] < 0:
-                        state[FE_WAIT] = wake
                         break
                     state[FE_TIME] = P[wake]
             D[f] = state[FE_TIME]
@@ -174,7 +172,6 @@ def _run(budget, state, n, unit, cycles, latency, macs, stall, stall_reason, xfe
                 todo[ntodo] = f
                 ntodo += 1
             state[FE] = f + 1
-            state[FE_WAIT] = -1
         # resolve the taken ops: wait on a dependency that has not started, or become the
         # unit's candidate at the start their dependencies and transfers in flight allow
         while ntodo > 0:
@@ -353,8 +350,7 @@ class Core:
         self.stall_reason = t.stall_reason.astype(np.int64)
         self.xfer_port = t.xfer_port.astype(np.int64)
         self.traffic_master = t.traffic_master.astype(np.int64)
-        self.state = np.zeros(6, np.int64)
-        self.state[FE_WAIT] = -1
+        self.state = np.zeros(5, np.int64)
         self.D, self.P, self.S, self.E, self.R, self.rank = (np.full(n, -1, np.int64)
                                                              for _ in range(6))
         self.started = np.zeros(n, np.bool_)
