@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from hwsim.shapes import conv_out
 from hwsim.targets.floats import jit
 
 
@@ -72,29 +73,27 @@ def conv_panels(x: np.ndarray, kernel, stride, pad, dilation, group: int, rows: 
     of each group's depthwise matrix in turn (each channel's taps padded to whole steps)."""
     n, h, w, c = x.shape
     (kh, kw), (sy, sx), (dy, dx) = kernel, stride, dilation
-    oh = (h + pad[0] + pad[1] - (kh - 1) * dy - 1) // sy + 1
-    ow = (w + pad[2] + pad[3] - (kw - 1) * dx - 1) // sx + 1
+    oh = conv_out(h, kh, pad[0], pad[1], sy, dy)[0]
+    ow = conv_out(w, kw, pad[2], pad[3], sx, dx)[0]
     taps = padded(kh * kw, depth) if group else 0
     k, mats = (group * taps, -(-c // group)) if group else (kh * kw * c, 1)
     out = np.empty(mats * panel_elements(n * oh * ow, k, rows, vectors, depth), x.dtype)
     _conv_panels(np.ascontiguousarray(x), oh, ow, kh, kw, sy, sx, dy, dx, pad[0], pad[2], group,
-                 taps, rows, vectors, depth, x.dtype.type(fill), out)
+                 taps, k, mats, rows * vectors, depth, x.dtype.type(fill), out)
     return out
 
 
 @jit
-def _conv_panels(x, oh, ow, kh, kw, sy, sx, dy, dx, top, left, group, taps, rows, vectors,
+def _conv_panels(x, oh, ow, kh, kw, sy, sx, dy, dx, top, left, group, taps, k, mats, block,
                  depth, fill, out):
-    """``conv_panels`` into ``out``: element (row i, column j) of a matrix reads
-    ``x.flat[base[i] + offset[j]]`` where the whole window of row i is inside the image (most
-    rows), else it checks each tap."""
+    """``conv_panels`` into ``out``, in panel order (a block's rows in turn for each K step:
+    the module docstring's v and r together are consecutive rows): element (row i, column j)
+    of a matrix reads ``x.flat[base[i] + offset[j]]`` where the whole window of row i is inside
+    the image (most rows), else it checks each tap."""
     n, h, w, c = x.shape
     flat = x.reshape(-1)
     r = n * oh * ow
-    block = rows * vectors
-    rp = -(-r // block) * block
-    k, mats = (group * taps, -(-c // group)) if group else (kh * kw * c, 1)
-    kp = -(-k // depth) * depth
+    rp, kp = -(-r // block) * block, -(-k // depth) * depth
     y0, x0 = np.zeros(rp, np.int64), np.zeros(rp, np.int64)
     base, inside = np.zeros(rp, np.int64), np.zeros(rp, np.bool_)
     for i in range(r):
@@ -117,16 +116,15 @@ def _conv_panels(x, oh, ow, kh, kw, sy, sx, dy, dx, top, left, group, taps, rows
             offset[j] = (dyj[j] * w + dxj[j]) * c + channel
         for b in range(rp // block):
             for s in range(0, kp, depth):
-                for first in range(b * block, (b + 1) * block, rows):
-                    for i in range(first, first + rows):
-                        for j in range(s, s + depth):
-                            value = fill
-                            if live[j] and i < r:
-                                yy, xx = y0[i] + dyj[j], x0[i] + dxj[j]
-                                if inside[i] or (0 <= yy < h and 0 <= xx < w):
-                                    value = flat[base[i] + offset[j]]
-                            out[pos] = value
-                            pos += 1
+                for i in range(b * block, (b + 1) * block):
+                    for j in range(s, s + depth):
+                        value = fill
+                        if live[j] and i < r:
+                            yy, xx = y0[i] + dyj[j], x0[i] + dxj[j]
+                            if inside[i] or (0 <= yy < h and 0 <= xx < w):
+                                value = flat[base[i] + offset[j]]
+                        out[pos] = value
+                        pos += 1
 
 
 def depthwise_weights(w: np.ndarray, group: int, taps_padded: int) -> list[np.ndarray]:
