@@ -151,11 +151,10 @@ def test_the_check_reports_the_reference_models_own_time_apart():
     assert outer[0] == 0.0
 
 
-def test_goldens_go_ahead_once_every_layer_is_heard():
-    """``Ahead`` submits when the last of its layers' outputs is heard, not when as many
-    outputs as it has layers are (a checkpoint of something else), and only once; its
-    goldens are each layer's on its own inputs."""
-    from hwsim.schedule.goldens import Ahead, Goldens
+def _ahead_case():
+    """A DS-CNN's layers, one operator each, their values in a whole-graph run, and an
+    ``Ahead`` over them whose runs are the layers themselves."""
+    from hwsim.schedule.goldens import Ahead
     from hwsim.schedule.lowering import Layer
     from hwsim.tosa.models import model as synthetic
     from hwsim.tosa.models import sample_input
@@ -164,15 +163,45 @@ def test_goldens_go_ahead_once_every_layer_is_heard():
     x = sample_input(g)
     whole = every_tensor(g, [x])
     layers = [Layer(i, [op]) for i, op in enumerate(g)]
-    early = Ahead(layers, {g.inputs[0].name: x}, lambda layer, feeds: (layer, feeds))
-    for layer in layers[:-1]:
+    return layers, whole, Ahead(layers, {g.inputs[0].name: x}, lambda layer, f: (layer, f))
+
+
+def test_goldens_go_ahead_as_the_outputs_that_feed_them_are_heard():
+    """``Ahead`` makes a layer's run once the outputs of the layers that feed it are heard
+    (an index that is no layer's, and an output heard again, change nothing), has submitted
+    every run once every output that feeds one is heard, and its goldens are each layer's on
+    its own inputs."""
+    from hwsim.schedule.goldens import Goldens
+    layers, whole, early = _ahead_case()
+    producer = {layer.output.name: layer.index for layer in layers}
+    heard = set()
+    for layer in layers:
+        assert set(early.made) == {m.index for m in layers if all(
+            producer.get(t.name, -1) in heard or t.name not in producer for t in m.inputs)}
         early.heard(layer.index, whole[layer.output.name])
-    early.heard(len(layers) + 7, np.zeros(1))
-    assert early.parts is None and early.results() == {}
-    early.heard(layers[-1].index, whole[layers[-1].output.name])
-    parts = early.parts
-    early.heard(layers[-1].index, whole[layers[-1].output.name])
-    assert early.parts is parts and sorted(early.made) == [layer.index for layer in layers]
+        early.heard(len(layers) + 7, np.zeros(1))
+        heard.add(layer.index)
+        submitted = [i for run in early.runs for i in run.which.values()]
+        assert sorted(submitted + early.batch) == sorted(early.made)
+        early.heard(layer.index, np.zeros(1))           # told again: ignored
+    assert sorted(early.made) == [layer.index for layer in layers] and not early.batch
     feeds = {layer.index: {t.name: whole[t.name] for t in layer.inputs} for layer in layers}
     want = Goldens(layers, feeds, beside=False).result()
-    assert all(early.results()[i].tobytes() == want[i].tobytes() for i in want)
+    found = early.results()
+    assert found.keys() == want.keys()
+    assert all(found[i].tobytes() == want[i].tobytes() for i in want)
+
+
+@pytest.mark.parametrize("worker_done", [False, True])
+def test_goldens_ahead_wait_for_the_worker_or_a_share_of_the_work(monkeypatch, worker_done):
+    """While the worker has not finished the runs submitted before, made runs wait until their
+    work reaches the share (every layer's here: one run at the end); once it has, each run
+    made goes at once."""
+    from hwsim.schedule import goldens as module
+    monkeypatch.setattr(module.Goldens, "done", lambda self: worker_done)
+    monkeypatch.setattr(module, "PART_WORK", 1 << 40)
+    layers, whole, early = _ahead_case()
+    for layer in layers:
+        early.heard(layer.index, whole[layer.output.name])
+    sizes = [len(run.layers) for run in early.runs]
+    assert sizes == ([1] * len(layers) if worker_done else [1, len(layers) - 1])

@@ -228,12 +228,9 @@ def _estimate(model, target, mode, weight_bits, params, check, inputs, numerics,
     if feeds is None:
         feeds = _feeds(lowered.rewritten, inputs)
     wall["lower"] = time.perf_counter() - start
-    # the layer goldens of a mode that is not bit-exact run beside the simulation where it
-    # runs the program before the timing (``Machine.program_first``): every layer's output is
-    # known long before it ends (elsewhere they come at its end, when the check's own split of
-    # them between the worker and this process is as good)
-    early = ahead(graph, layers, feeds, low, options, begun) if check and \
-        machine.program_first(engine) and not low.bit_exact(options.mode) else None
+    # the layer goldens of a mode that is not bit-exact run beside the simulation
+    early = ahead(graph, layers, feeds, low, options, begun, machine.program_first(engine)) \
+        if check and not low.bit_exact(options.mode) else None
     sim = simulate(lowered, machine, feeds, run_params, numerics, progress, engine,
                    early.heard if early else None)
     wall["simulate"] = sim.seconds

@@ -9,10 +9,11 @@ for bit what that run computed for them (all of them when the simulation is exac
 layers run once more, together, as a graph holding a copy of each, its inputs fed as graph
 inputs. Runs whose inputs are known before their results are needed go to the reference
 worker (``hwsim.tosa.background``) and run meanwhile: the whole graph (and the integer model)
-before the lowering and the simulation (``begin``), the goldens of a narrower compute type and
-of the integer model before the goldens of the graph type's layers, which are otherwise shared
-with the worker (``hwsim.schedule.goldens.Shared``), or, on a machine that knows every layer's
-output long before its simulation ends, submitted then (``ahead``). Verdicts are
+before the lowering and the simulation (``begin``); the goldens of a narrower compute type, and
+on a machine that knows every layer's output long before its simulation ends the graph type's,
+as the simulation reads the outputs that feed them (``ahead``); the rest of the narrower
+type's and the integer model's before the goldens of the graph type's layers, which are
+otherwise shared with the worker (``hwsim.schedule.goldens.Shared``). Verdicts are
 ``hwsim.tosa.judge``'s: integer results must be bit-exact, anything else "deviates" with its
 error in LSB.
 
@@ -33,7 +34,8 @@ dequantise mode), every int8 layer and output is also judged as the integer mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
@@ -156,36 +158,54 @@ def _fits(ops: list, dtype: str) -> bool:
                for op in ops for t in op.inputs if t.is_const and t.dtype.is_float)
 
 
+def _narrowing(types) -> Callable[[Layer, dict], tuple | None]:
+    """The run judging a layer again as a narrower compute type ``types`` (element,
+    accumulator) needs (``_Narrow``), given the layer's input values: the layer as that type's
+    operators and its inputs rounded to that type, or None for a layer it does not judge (not
+    a float output of a wider type, or constants that type cannot hold: ``_fits``)."""
+    dtype, acc = types
+    made: dict = {}
+
+    def make(layer: Layer, feeds: dict) -> tuple | None:
+        out = layer.output.dtype
+        if not out.is_float or out.name == dtype or not _fits(layer.ops, dtype):
+            return None
+        narrow = Layer(layer.index, retyped(layer.ops, dtype, acc, made))
+        return narrow, {t.name: np.asarray(feeds[t.name], np.float64).astype(t.dtype.np)
+                        for t in narrow.inputs}
+
+    return make
+
+
 class _Narrow:
     """The layers of ``candidates`` that a narrower compute type ``types`` may judge again
-    (module docstring), those whose constants that type cannot hold left out (``_fits``):
-    their goldens as that type's operators are submitted to the reference worker when made,
-    before the graph type's verdicts say which layers deviate (nearly all do, where a machine
-    computes in a narrower type), so that the reference model computes them meanwhile; in
-    parts, of which this process runs those the worker has not started when they are wanted
-    (``Parts``)."""
+    (module docstring; ``_narrowing``): their goldens as that type's operators are submitted to
+    the reference worker when made, before the graph type's verdicts say which layers deviate
+    (nearly all do, where a machine computes in a narrower type), so that the reference model
+    computes them meanwhile; in parts, of which this process runs those the worker has not
+    started when they are wanted (``Parts``). Those ``early`` made during the simulation are
+    its."""
 
-    def __init__(self, candidates: list, feeds: dict, values: dict, types):
-        dtype, acc = types
-        self.layers, self.feeds, self.sims, made = {}, {}, {}, {}
-        for layer in (layer for layer in candidates if _fits(layer.ops, dtype)):
-            narrow = self.layers[layer.index] = Layer(layer.index,
-                                                      retyped(layer.ops, dtype, acc, made))
-            self.feeds[layer.index] = {
-                t.name: np.asarray(feeds[layer.index][t.name], np.float64).astype(t.dtype.np)
-                for t in narrow.inputs}
-            self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
-                narrow.output.dtype.np)
-        self.goldens = Parts(list(self.layers.values()), self.feeds, valid=False)
+    def __init__(self, candidates: list, feeds: dict, values: dict, types, early: Ahead):
+        make, self.early, self.runs, self.sims = _narrowing(types), early, {}, {}
+        for layer in candidates:
+            run = early.made.get(layer.index) or make(layer, feeds[layer.index])
+            if run is not None:
+                self.runs[layer.index] = run
+                self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
+                    run[0].output.dtype.np)
+        later = [run for run, _ in self.runs.values() if run.index not in early.made]
+        self.goldens = Parts(later, {run.index: self.runs[run.index][1] for run in later},
+                             valid=False)
 
     def verdicts(self, indices: list) -> dict:
         """The verdicts of the layers ``indices`` (those of the candidates that deviate)."""
-        chosen = [i for i in indices if i in self.layers]
+        chosen = [i for i in indices if i in self.runs]
         if not chosen:
             return {}
-        golden = self.goldens.result()
-        return _float_verdicts([_Float(i, self.layers[i].ops, self.sims[i], golden[i],
-                                       self.feeds[i]) for i in chosen])
+        golden = {**self.early.results(), **self.goldens.result()}
+        return _float_verdicts([_Float(i, self.runs[i][0].ops, self.sims[i], golden[i],
+                                       self.runs[i][1]) for i in chosen])
 
 
 @dataclass(frozen=True)
@@ -211,50 +231,79 @@ def begin(graph: Graph, layers: list, inputs: dict, rewritten=None) -> Begun:
     return Begun(whole, source)
 
 
-def ahead(graph: Graph, layers: list, inputs: dict, low, options, begun: Begun) -> Ahead:
-    """The goldens ``check`` will need for ``layers`` on the simulated values, submitted once
-    the simulation has read every layer's output, while it goes on (``goldens.Ahead``, told
-    them by ``run.simulate(heard=...)``): for a layer the lowering judges itself, the run its
-    judge needs (``Lowering.golden``); for the others, the layer unless the whole-graph run,
-    if done by then, gives it (``_computed``)."""
-    whole, made = begun.whole, {}
+@dataclass
+class Early:
+    """The goldens ``ahead`` submits during the simulation: the graph type's layers' (or the
+    runs the lowering's own judge needs), and a narrower compute type's (``_Narrow``)."""
 
-    def make(layer, feeds: dict) -> tuple | None:
-        if low.judges(layer, options):
-            return low.golden(layer, feeds, options, made)
-        if whole.done() and _computed(graph, layer, feeds, whole.result()):
-            return None
-        return layer, feeds
+    golden: Ahead = field(default_factory=Ahead)
+    narrow: Ahead = field(default_factory=Ahead)
 
-    return Ahead(layers, inputs, make)
+    def heard(self, index: int, value) -> None:
+        """Layer ``index``'s simulated output is ``value`` (``run.simulate(heard=...)``)."""
+        self.golden.heard(index, value)
+        self.narrow.heard(index, value)
+
+
+def ahead(graph: Graph, layers: list, inputs: dict, low, options, begun: Begun,
+          program_first: bool) -> Early | None:
+    """The goldens ``check`` will need for ``layers`` on the simulated values, submitted as
+    the simulation reads the outputs that feed them, while it goes on (``goldens.Ahead``), or
+    None if none go early. Where the machine computes in a narrower type, the layers as that
+    type's (``_narrowing``). Where it runs its program before the timing (``program_first``),
+    every layer's output is known long before the simulation ends, and the graph type's runs
+    go too: for a layer the lowering judges itself, the run its judge needs
+    (``Lowering.golden``); for the others, the layer unless the whole-graph run gives it (it
+    is fed the model input only, or that run is done by then and ``_computed`` says so).
+    Elsewhere the outputs come as effects replayed after the timing, and the check runs the
+    graph type's itself while the worker finishes the narrower type's."""
+    early = Early()
+    types = low.compute_types(options)
+    if types:
+        narrowing = _narrowing(types)
+        early.narrow = Ahead(layers, inputs, lambda layer, feeds: None if low.judges(
+            layer, options) else narrowing(layer, feeds), valid=False)
+    if program_first:
+        whole, made, given = begun.whole, {}, {t.name for t in graph.inputs}
+
+        def make(layer, feeds: dict) -> tuple | None:
+            if low.judges(layer, options):
+                return low.golden(layer, feeds, options, made)
+            if graph.producer(layer.output) is layer.ops[-1] and (
+                    all(t.name in given for t in layer.inputs) or
+                    whole.done() and _computed(graph, layer, feeds, whole.result())):
+                return None
+            return layer, feeds
+
+        early.golden = Ahead(layers, inputs, make)
+    return early if types or program_first else None
 
 
 def check(graph: Graph, layers: list, values: dict, outputs: dict, inputs: dict,
           low, options, rewritten=None, begun: Begun | None = None,
-          early: Ahead | None = None) -> Check:
+          early: Early | None = None) -> Check:
     """Verdicts of every layer's simulated output (``values``) and of the graph outputs, by
     the lowering ``low`` where it judges a layer itself (``Lowering.judge``), else as the
     module docstring says; when ``rewritten`` runs an integer graph in float LSB units, each
     verdict also holds the integer model's (``Verdict.requantised``, ``requantise``).
     ``begun``: the runs ``begin`` submitted for these inputs (else they are made here);
     ``early``: the goldens ``ahead`` submitted during the simulation."""
-    early = early if early is not None else Ahead()
+    early = early if early is not None else Early()
     begun = begun or begin(graph, layers, inputs, rewritten)
     compute_types = low.compute_types(options)
     producer = {layer.output.name: layer.index for layer in layers}
     feeds = {layer.index: layer_feeds(layer, producer, values, inputs) for layer in layers}
-    verdicts = dict(low.judge(layers, values, feeds, options, early))
+    verdicts = dict(low.judge(layers, values, feeds, options, early.golden))
     rest = [layer for layer in layers if layer.index not in verdicts]
     narrow = None
     if compute_types:
-        narrow = _Narrow([layer for layer in rest if layer.output.dtype.is_float and
-                          layer.output.dtype.name != compute_types[0]], feeds, values,
-                         compute_types)
+        narrow = _Narrow(rest, feeds, values, compute_types, early.narrow)
     requantising = rewritten is not None and rewritten.source is not None
     if requantising:
         integer = requantise.Verdicts(rewritten, layers, values, inputs)
     whole = begun.whole.result()
-    golden = _goldens(graph, rest, feeds, whole, narrow is None and not requantising, early)
+    golden = _goldens(graph, rest, feeds, whole, narrow is None and not requantising,
+                      early.golden)
     floats = []
     for layer in rest:
         g = golden[layer.index]

@@ -2,8 +2,8 @@
 that layer: one reference run of a graph holding a copy of each layer, its inputs fed as graph
 inputs (``hwsim.schedule.check`` judges against these): ``Goldens`` runs it in this process or
 submits it to the reference worker (``hwsim.tosa.background``), ``Shared`` splits it between
-the two, ``Ahead`` submits them while the simulation is still running, once it has read every
-layer's output."""
+the two, ``Ahead`` submits them while the simulation is still running, as it reads the layers'
+outputs."""
 
 from __future__ import annotations
 
@@ -58,6 +58,10 @@ class Goldens:
         self.graph = Graph(ops, inputs, outputs, "layers", valid_ops=valid) if layers else None
         self.values = values
         self.pending = background.submit(self.graph, values) if beside and layers else None
+
+    def done(self) -> bool:
+        """Whether the worker has finished the run."""
+        return self.pending is not None and self.pending.done()
 
     def take_back(self) -> bool:
         """Take the run back from the worker if it has not started it (then ``result`` runs
@@ -127,6 +131,18 @@ PARTS = 4               # the runs ``Parts`` splits goldens in, at most
 PART_WORK = 1 << 20     # and the work of each, at least: about 4 ms of the reference model's
 
 
+def _collect(runs: list) -> dict:
+    """The goldens of ``runs`` (``Goldens`` submitted in turn): each run the worker has not
+    started taken back, from the last, and run here meanwhile, until it has started them all;
+    then the others' results."""
+    found, left = {}, list(runs)
+    while left and left[-1].take_back():
+        found.update(left.pop().result())
+    for goldens in left:
+        found.update(goldens.result())
+    return found
+
+
 class Parts:
     """``Goldens(layers, feeds)`` submitted as up to ``PARTS`` runs of about equal work (none
     less than ``PART_WORK``, below which splitting costs more than it saves), which the worker
@@ -140,46 +156,75 @@ class Parts:
 
     def result(self) -> dict:
         if self._result is None:
-            found, left = {}, list(self.runs)
-            while left and left[-1].take_back():
-                found.update(left.pop().result())
-            for goldens in left:
-                found.update(goldens.result())
-            self._result = found
+            self._result = _collect(self.runs)
         return self._result
 
 
 class Ahead:
-    """Layer goldens run while the simulation goes on, in the reference worker: once the
-    simulation has read every layer's output (``heard``), the runs ``make`` gives are
-    submitted (``Parts``), to run as soon as the worker is free (``results``).
+    """Layer goldens run while the simulation goes on, in the reference worker. Once the
+    simulation has read the outputs of the layers that feed a layer (``heard``), the run
+    ``make`` gives for it is made, and the runs made are submitted together as soon as the
+    worker has finished those submitted before, their work reaches a ``PARTS``-th of the whole
+    (``PART_WORK`` at least) or every layer has its run: as the simulation reads the outputs
+    one by one, the worker runs the first layers' goldens while it goes on, in runs that grow
+    while it is busy (``results``: as ``Parts``).
     ``make(layer, feeds)``: the layer to run for ``layer`` (itself, or a copy of its operators
     as a judge runs them, with the same index) and its input values, or None if it needs no
-    run of its own (``made``: layer index -> the run and its inputs, of those submitted).
+    run of its own (``made``: layer index -> the run and its inputs, of those made).
     ``layers``: every layer of the model (``Ahead()``, with none, submits nothing); ``inputs``:
-    the model's."""
+    the model's; ``valid``: as ``Goldens``."""
 
     def __init__(self, layers: list = (), inputs: dict | None = None,
-                 make: Callable[[object, dict], tuple | None] | None = None):
-        self.layers, self.inputs, self.make = list(layers), inputs, make
+                 make: Callable[[object, dict], tuple | None] | None = None,
+                 valid: bool = True):
+        self.layers, self.inputs, self.make, self.valid = list(layers), inputs, make, valid
+        self.producer = {layer.output.name: layer.index for layer in self.layers}
+        self.indices = set(self.producer.values())
         self.values: dict = {}
-        self.unheard = {layer.index for layer in self.layers}
+        self.waiting = {layer.index: {self.producer[t.name] for t in layer.inputs
+                                      if t.name in self.producer} for layer in self.layers}
         self.made: dict = {}        # layer index -> (the layer run, its input values)
-        self.parts: Parts | None = None
+        self.batch: list = []       # the indices of runs made, not yet submitted
+        self.runs: list = []        # the runs submitted, each a Goldens
+        self.share = max(PART_WORK, sum(map(_work, self.layers)) // PARTS)
+        self._result: dict | None = None
+        self._make()
 
     def heard(self, index: int, value) -> None:
         """Layer ``index``'s simulated output is ``value``."""
-        self.values[index] = value
-        self.unheard.discard(index)
-        if self.unheard or self.parts is not None:
+        if index not in self.indices or index in self.values:
             return
-        producer = {layer.output.name: layer.index for layer in self.layers}
-        made = (self.make(layer, layer_feeds(layer, producer, self.values, self.inputs))
-                for layer in self.layers)
-        self.made = {run.index: (run, feeds) for run, feeds in filter(None, made)}
-        self.parts = Parts([run for run, _ in self.made.values()],
-                           {index: feeds for index, (_, feeds) in self.made.items()})
+        self.values[index] = value
+        for waits in self.waiting.values():
+            waits.discard(index)
+        self._make()
+
+    def _make(self) -> None:
+        """Make the runs of the layers no output is awaited for, and submit those made if the
+        worker has finished the runs before, they are a share of the work, or they are the
+        last."""
+        for layer in [layer for layer in self.layers if not self.waiting.get(layer.index, 1)]:
+            del self.waiting[layer.index]
+            run = self.make(layer, layer_feeds(layer, self.producer, self.values, self.inputs))
+            if run is not None:
+                self.made[run[0].index] = run
+                self.batch.append(run[0].index)
+        if self.batch and (not self.waiting or all(run.done() for run in self.runs) or sum(
+                _work(self.made[i][0]) for i in self.batch) >= self.share):
+            self._submit(beside=True)
+
+    def _submit(self, beside: bool) -> None:
+        runs = [self.made[i] for i in self.batch]
+        self.runs.append(Goldens([run for run, _ in runs],
+                                 {run.index: feeds for run, feeds in runs}, beside=beside,
+                                 valid=self.valid))
+        self.batch = []
 
     def results(self) -> dict:
-        """Layer index -> golden (or ReferenceError) of every layer submitted."""
-        return self.parts.result() if self.parts is not None else {}
+        """Layer index -> golden (or ReferenceError) of every layer made (those not yet
+        submitted, of a simulation that did not tell every output, run here)."""
+        if self._result is None:
+            if self.batch:
+                self._submit(beside=False)
+            self._result = _collect(self.runs)
+        return self._result
