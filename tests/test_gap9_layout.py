@@ -35,6 +35,17 @@ def test_linear_weights_round_trip(bits, cout, cin, seed):
     assert np.array_equal(layout.unpack_linear_weights(packed, bits, cout, cin), w)
 
 
+@pytest.mark.parametrize("values, zero", [([[4]], 0), ([[-1]], 0), ([[300]], 0), ([[1]], 4),
+                                          ([[1]], -1)])
+def test_weights_or_padding_beyond_their_bits_are_refused(values, zero):
+    """A weight or padding code outside 0..2^bits - 1 is refused, not wrapped into a byte."""
+    w = np.array(values, np.int64)
+    with pytest.raises(ProgramError, match="do not fit 2 unsigned bits"):
+        layout.pack_linear_weights(w, 2, zero)
+    with pytest.raises(ProgramError, match="do not fit 2 unsigned bits"):
+        layout.pack_conv_weights(w[:, :, None, None], 2, zero=zero)
+
+
 def test_bit_plane_bytes_are_lsb_first_per_16_channels():
     # one output channel, 16 inputs, 1x1, 2 bits: weights 1, 2, 3, 0, ...
     w = np.zeros((1, 16, 1, 1), np.uint8)

@@ -52,12 +52,22 @@ def _transpose8(groups: np.ndarray) -> np.ndarray:
     return x.view(np.uint8).reshape(groups.shape)
 
 
-def _planes(values: np.ndarray, bits: int) -> np.ndarray:
-    """(..., channels) unsigned values -> (..., bits, channels/8) bytes, LSB first."""
-    if values.size and int(values.max()) >> bits:
+def _padded(weights: np.ndarray, bits: int, group: int, zero: int) -> np.ndarray:
+    """Unsigned ``bits``-bit weights (channels on axis 1) as bytes, the channels padded to a
+    multiple of ``group`` with the code ``zero``."""
+    w = np.asarray(weights)
+    if w.size and (int(w.max()) >> bits or int(w.min()) < 0) or zero >> bits or zero < 0:
         raise ProgramError(f"weights do not fit {bits} unsigned bits")
-    v = np.asarray(values, np.uint8)
-    planes = _transpose8(v.reshape(v.shape[:-1] + (v.shape[-1] // 8, 8)))   # (.., g, bit)
+    padded = np.full((w.shape[0], w.shape[1] + -w.shape[1] % group) + w.shape[2:], zero,
+                     np.uint8)
+    padded[:, :w.shape[1]] = w
+    return padded
+
+
+def _planes(values: np.ndarray, bits: int) -> np.ndarray:
+    """(..., channels) bytes of unsigned ``bits``-bit values -> (..., bits, channels/8) bytes,
+    LSB first."""
+    planes = _transpose8(values.reshape(values.shape[:-1] + (values.shape[-1] // 8, 8)))
     return np.moveaxis(planes[..., :bits], -1, -2)                          # (.., bit, g)
 
 
@@ -77,11 +87,10 @@ def pack_conv_weights(weights: np.ndarray, bits: int, mode16: bool = False,
         raise ProgramError(f"conv weights: expected (cout, cin, kh, kw), found shape {w.shape}")
     if depthwise:
         w = w.transpose(1, 0, 2, 3)
-    cout, cin, kh, kw = w.shape
+    cout, _, kh, kw = w.shape
     group = channel_group(mode16)
-    padded = np.full((cout, cin + -cin % group, kh, kw), zero, np.int64)
-    padded[:, :cin] = w
-    w = padded.reshape(cout, -1, group, kh * kw).transpose(0, 1, 3, 2)  # (cout, cmaj, taps, g)
+    w = _padded(w, bits, group, zero).reshape(cout, -1, group, kh * kw).transpose(
+        0, 1, 3, 2)                                                     # (cout, cmaj, taps, g)
     planes = _planes(w, bits)                                      # (cout, cmaj, taps, bits, g/8)
     return np.ascontiguousarray(planes.transpose(0, 1, 3, 2, 4)).reshape(-1)
 
@@ -102,10 +111,7 @@ def unpack_conv_weights(data: np.ndarray, bits: int, cout: int, cin: int, kh: in
 def pack_linear_weights(weights: np.ndarray, bits: int, zero: int = 0) -> np.ndarray:
     """Unsigned (cout, cin) weights -> (cout, bits, ceil(cin/16)*2) bit-plane rows. Linear mode
     loads whole 16-channel words, so padded channels should get ``zero = -WEIGHT_OFFSET``."""
-    w = np.asarray(weights, dtype=np.int64)
-    padded = np.full((w.shape[0], w.shape[1] + -w.shape[1] % 16), zero, np.int64)
-    padded[:, :w.shape[1]] = w
-    return np.ascontiguousarray(_planes(padded, bits)).reshape(-1)
+    return np.ascontiguousarray(_planes(_padded(weights, bits, 16, zero), bits)).reshape(-1)
 
 
 def unpack_linear_weights(data: np.ndarray, bits: int, cout: int, cin: int) -> np.ndarray:
