@@ -102,8 +102,9 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
     args = (n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres)
     ptr, cap = np.zeros(n + 1, np.int64), 2 * len(dep_res) + 1
     while True:
-        dep, flags, reason = (np.empty(cap, np.int64), np.empty(cap, np.int8),
-                              np.empty(cap, np.int32))
+        # the narrowest types that hold an op index and a resource kind: fewer fresh pages
+        dep, flags, reason = (np.empty(cap, np.int32), np.empty(cap, np.int8),
+                              np.empty(cap, np.int16))
         m = _edges(*args, ptr, dep, flags, reason)
         if m <= cap:
             return ptr, dep[:m], flags[:m], reason[:m]
@@ -340,8 +341,8 @@ class Core:
         self.group_ports = np.asarray([p for g in t.groups for p in g] or [0], np.int64)
         nres = max(len(t.res_kind), 1)
         self.ptr, self.dep, self.flags, self.reason = edges(
-            n, self.units, nunits, t.dep_ptr, t.dep_res.astype(np.int64), t.dep_mode,
-            t.res_kind.astype(np.int64), nres)
+            n, self.units, nunits, t.dep_ptr, np.asarray(t.dep_res, np.int32), t.dep_mode,
+            np.asarray(t.res_kind, np.int32), nres)
         nkinds = len(t.kinds)
         self.nkinds, self.inflight_reason = nkinds, nkinds + nports
         self.static_base = nkinds + nports + 1
