@@ -22,6 +22,7 @@ import sys
 from hwsim.schedule import _feeds, prepare
 from hwsim.schedule.check import compile_passes
 from hwsim.schedule.run import compile_attribution, simulate
+from hwsim.schedule.sme import FLOAT_MODES
 from hwsim.targets.sme.warm import compile_first
 from hwsim.timing.warm import compile_core
 from hwsim.tosa.models import model
@@ -32,7 +33,7 @@ if __name__ == "__main__" and sys.argv[1:2] == ["core"]:
         compile_first(mode)
     compile_core()
     compile_attribution()
-    if mode and mode != "int8":     # a float mode, whose check judges float layers
+    if mode in FLOAT_MODES:         # whose check judges float layers
         compile_passes()
 elif __name__ == "__main__":
     target, mode, dtype = sys.argv[1:4]
