@@ -56,7 +56,7 @@ def _padded(weights: np.ndarray, bits: int, group: int, zero: int) -> np.ndarray
     """Unsigned ``bits``-bit weights (channels on axis 1) as bytes, the channels padded to a
     multiple of ``group`` with the code ``zero``."""
     w = np.asarray(weights)
-    if w.size and (int(w.max()) >> bits or int(w.min()) < 0) or zero >> bits or zero < 0:
+    if (w.size and (int(w.max()) >> bits or int(w.min()) < 0)) or not 0 <= zero < 1 << bits:
         raise ProgramError(f"weights do not fit {bits} unsigned bits")
     padded = np.full((w.shape[0], w.shape[1] + -w.shape[1] % group) + w.shape[2:], zero,
                      np.uint8)
