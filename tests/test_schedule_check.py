@@ -192,16 +192,22 @@ def test_goldens_go_ahead_as_the_outputs_that_feed_them_are_heard():
     assert all(found[i].tobytes() == want[i].tobytes() for i in want)
 
 
-@pytest.mark.parametrize("worker_done", [False, True])
-def test_goldens_ahead_wait_for_the_worker_or_a_share_of_the_work(monkeypatch, worker_done):
+@pytest.mark.parametrize("worker_done, run_work, runs", [(False, 0, "first, then the rest"),
+                                                         (True, 0, "each"),
+                                                         (True, 1 << 40, "all at the end")])
+def test_goldens_ahead_wait_for_the_worker_or_a_share_of_the_work(monkeypatch, worker_done,
+                                                                   run_work, runs):
     """While the worker has not finished the runs submitted before, made runs wait until their
     work reaches the share (every layer's here: one run at the end); once it has, each run
-    made goes at once."""
+    made goes at once if it is worth a run (``RUN_WORK``), else it waits too."""
     from hwsim.schedule import goldens as module
     monkeypatch.setattr(module.Goldens, "done", lambda self: worker_done)
     monkeypatch.setattr(module, "PART_WORK", 1 << 40)
+    monkeypatch.setattr(module, "RUN_WORK", run_work)
     layers, whole, early = _ahead_case()
     for layer in layers:
         early.heard(layer.index, whole[layer.output.name])
     sizes = [len(run.layers) for run in early.runs]
-    assert sizes == ([1] * len(layers) if worker_done else [1, len(layers) - 1])
+    n = len(layers)
+    assert sizes == {"first, then the rest": [1, n - 1], "each": [1] * n,
+                     "all at the end": [n]}[runs]

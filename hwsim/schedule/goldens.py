@@ -129,6 +129,9 @@ def layer_feeds(layer, producer: dict, values: dict, inputs: dict) -> dict:
 
 PARTS = 4               # the runs ``Parts`` splits goldens in, at most
 PART_WORK = 1 << 20     # and the work of each, at least: about 4 ms of the reference model's
+# the work of a run ``Ahead`` submits before its share, at least: about 1 ms of the reference
+# model's, as much as a run's own cost (its graph built and sent, the worker's flatbuffer)
+RUN_WORK = PART_WORK // 4
 
 
 def _collect(runs: list) -> dict:
@@ -164,10 +167,11 @@ class Ahead:
     """Layer goldens run while the simulation goes on, in the reference worker. Once the
     simulation has read the outputs of the layers that feed a layer (``heard``), the run
     ``make`` gives for it is made, and the runs made are submitted together as soon as the
-    worker has finished those submitted before, their work reaches a ``PARTS``-th of the whole
-    (``PART_WORK`` at least) or every layer has its run: as the simulation reads the outputs
-    one by one, the worker runs the first layers' goldens while it goes on, in runs that grow
-    while it is busy (``results``: as ``Parts``).
+    worker has finished those submitted before (if they are worth a run: ``RUN_WORK``), their
+    work reaches a ``PARTS``-th of the whole (``PART_WORK`` at least) or every layer has its
+    run: as the simulation reads the outputs one by one, the worker runs the first layers'
+    goldens while it goes on, in runs that grow while it is busy (``results``: as
+    ``Parts``).
     ``make(layer, feeds)``: the layer to run for ``layer`` (itself, or a copy of its operators
     as a judge runs them, with the same index) and its input values, or None if it needs no
     run of its own (``made``: layer index -> the run and its inputs, of those made).
@@ -179,38 +183,46 @@ class Ahead:
                  valid: bool = True):
         self.layers, self.inputs, self.make, self.valid = list(layers), inputs, make, valid
         self.producer = {layer.output.name: layer.index for layer in self.layers}
-        self.indices = set(self.producer.values())
         self.values: dict = {}
         self.waiting = {layer.index: {self.producer[t.name] for t in layer.inputs
                                       if t.name in self.producer} for layer in self.layers}
+        self.readers: dict = {index: [] for index in self.producer.values()}
+        for layer in self.layers:
+            for index in self.waiting[layer.index]:
+                self.readers[index].append(layer)
         self.made: dict = {}        # layer index -> (the layer run, its input values)
         self.batch: list = []       # the indices of runs made, not yet submitted
         self.runs: list = []        # the runs submitted, each a Goldens
         self.share = max(PART_WORK, sum(map(_work, self.layers)) // PARTS)
         self._result: dict | None = None
-        self._make()
+        self._make([layer for layer in self.layers if not self.waiting[layer.index]])
 
     def heard(self, index: int, value) -> None:
         """Layer ``index``'s simulated output is ``value``."""
-        if index not in self.indices or index in self.values:
+        if index not in self.readers or index in self.values:
             return
         self.values[index] = value
-        for waits in self.waiting.values():
+        ready = []
+        for layer in self.readers[index]:
+            waits = self.waiting[layer.index]
             waits.discard(index)
-        self._make()
+            if not waits:
+                ready.append(layer)
+        self._make(ready)
 
-    def _make(self) -> None:
-        """Make the runs of the layers no output is awaited for, and submit those made if the
-        worker has finished the runs before, they are a share of the work, or they are the
-        last."""
-        for layer in [layer for layer in self.layers if not self.waiting.get(layer.index, 1)]:
+    def _make(self, ready: list) -> None:
+        """Make the runs of the layers ``ready`` (no output is awaited for them), and submit
+        the runs made if the worker has finished those before and they are worth a run
+        (``RUN_WORK``), or they are a share of the work, or they are the last."""
+        for layer in ready:
             del self.waiting[layer.index]
             run = self.make(layer, layer_feeds(layer, self.producer, self.values, self.inputs))
             if run is not None:
                 self.made[run[0].index] = run
                 self.batch.append(run[0].index)
-        if self.batch and (not self.waiting or all(run.done() for run in self.runs) or sum(
-                _work(self.made[i][0]) for i in self.batch) >= self.share):
+        work = sum(_work(self.made[i][0]) for i in self.batch)
+        if self.batch and (not self.waiting or work >= self.share or (
+                work >= RUN_WORK and all(run.done() for run in self.runs))):
             self._submit(beside=True)
 
     def _submit(self, beside: bool) -> None:
