@@ -11,9 +11,10 @@ tiles overlap while a chain on one tile is latency-bound. Defaults follow the Ap
 in docs/sources.md#m4-sme (``params``).
 
 A program is an ``SmeProgram`` (A64 words and routines). Its op table is built over the distinct
-words: each is decoded and costed once (``semantics``), and the per-op columns are gathers; the
-costs that depend on program order (a datapath change, the scalar issue width) are computed over
-the whole program at once. Every SME hazard is interlocked and memory accesses are ordered, so
+words: each is decoded once, words that differ only in an immediate (``semantics.VALUE_FIELDS``)
+are costed once together (``semantics``), and the per-op columns are gathers; the costs that
+depend on program order (a datapath change, the scalar issue width) are computed over the whole
+program at once. Every SME hazard is interlocked and memory accesses are ordered, so
 running the instructions in program order gives the state the timing gives: the compiled engine
 runs them first (``interpreter``), which also fills in the bytes each predicated access moved.
 
@@ -37,7 +38,8 @@ from hwsim.targets.base import Machine
 from hwsim.targets.sme import interpreter, numerics, vector
 from hwsim.targets.sme.params import PARAMS
 from hwsim.targets.sme.program import ROUTINE, SmeProgram
-from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, Recipe
+from hwsim.targets.sme.semantics import MEMORY, REQUIRES, SEMANTICS, STORED, VALUE_FIELDS, \
+    Recipe
 from hwsim.targets.sme.state import FPCR, SmeState
 from hwsim.timing.optable import DEP_PART, DEP_READ, DEP_WRITE, Chunk, OpBuilder, PortSpec, \
     UnitSpec, entries_of, pair_columns
@@ -184,7 +186,12 @@ class SmeMachine(Machine):
         self._controls: dict[int, object] = {}
         d = self.decoded(program)
         words, inverse, decoded = d.words, d.index.astype(np.int64), d.instructions
-        recipes = [None if ins is None else SEMANTICS[ins.op](self, ins) for ins in decoded]
+        every = [None if ins is None else SEMANTICS[ins.op](self, ins) for ins in decoded] \
+            if actions else None
+        shared, first = _shared_rows(decoded)
+        recipes = [every[i] for i in first] if actions else [
+            None if decoded[i] is None else SEMANTICS[decoded[i].op](self, decoded[i])
+            for i in first]
         self._used = frozenset(r.path for r in recipes if r is not None and r.path)
         ports = [PortSpec(f"load{i}", t.load_port_bytes_per_cycle, t.load_latency_cycles)
                  for i in range(t.load_ports)]
@@ -193,17 +200,24 @@ class SmeMachine(Machine):
                  UnitSpec("ls", t.queue_depth, in_flight=t.mem_in_flight),
                  UnitSpec("ctl", t.queue_depth), UnitSpec("vec", t.queue_depth)]
         b = OpBuilder(units, ports, groups=[tuple(range(t.load_ports))])
-        rows = [_row(b, r, sme.disassemble(int(w)) if ins is not None else "")
-                for r, w, ins in zip(recipes, words, decoded)]
-        rows += [self._routine_row(b, program.routines[i]) for i in program.routines]
-        which = inverse.copy()
-        which[list(program.routines)] = len(words) + np.arange(len(program.routines))
+        # every distinct word's own label (the timeline shows each instruction), then the
+        # routines'; placeholder words are never an op's (every use is a routine)
+        labels = [0 if ins is None else b.label(sme.disassemble(int(w)))
+                  for w, ins in zip(words, decoded)]
+        rows = [_row(b, r) for r in recipes]
+        routines = list(program.routines)
+        rows += [self._routine_row(b, program.routines[i]) for i in routines]
+        labels += [row.label for row in rows[len(recipes):]]
+        which, named = shared[inverse], inverse.copy()
+        which[routines] = len(recipes) + np.arange(len(routines))
+        named[routines] = len(words) + np.arange(len(routines))
         chunk = _gather(rows, which)
+        chunk.label = np.array(labels, np.int32)[named]
         self._ordered_costs(chunk, rows, which, t)
         b.extend(chunk)
         table = b.table()
         self._memory_ops = np.flatnonzero(np.array([r.memory is not None for r in rows])[which])
-        effects = self._actions(program, table, recipes, decoded, inverse) if actions else {}
+        effects = self._actions(program, table, every, decoded, inverse) if actions else {}
         return table, effects
 
     def _routine_row(self, b: OpBuilder, bound):
@@ -308,7 +322,24 @@ class _Row:
             memory
 
 
-def _row(b: OpBuilder, r: Recipe | None, text: str) -> _Row:
+def _shared_rows(decoded: list) -> tuple[np.ndarray, list[int]]:
+    """Distinct words that differ only in ``VALUE_FIELDS`` cost the same and touch the same
+    resources: (each distinct word's shared row, the first word of each row)."""
+    rows: dict = {}
+    shared, first = np.empty(len(decoded), np.int64), []
+    for i, ins in enumerate(decoded):
+        key = None if ins is None else (ins.form.name, *(
+            v for name, v in ins.fields.items() if name not in VALUE_FIELDS))
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = len(first)
+            first.append(i)
+        shared[i] = row
+    return shared, first
+
+
+def _row(b: OpBuilder, r: Recipe | None) -> _Row:
+    """One shared row's columns (its ops' labels are their own words')."""
     if r is None:                    # the routine placeholder word: every use is a routine
         return _Row(0, 0, 0, 0, 0, [], [], None, False, None)
     deps = [(b.resource(resource(x)), DEP_READ) for x in r.reads] + \
@@ -319,8 +350,8 @@ def _row(b: OpBuilder, r: Recipe | None, text: str) -> _Row:
         xfers = [(LOAD_GROUP, r.nbytes)]
     elif r.memory == "store":
         xfers = [(len(b.ports) - 1, r.nbytes)]
-    return _Row(UNITS.index(r.unit), r.cycles, r.latency, r.macs, b.label(text), deps, xfers,
-                r.path, r.scalar, r.memory)
+    return _Row(UNITS.index(r.unit), r.cycles, r.latency, r.macs, 0, deps, xfers, r.path,
+                r.scalar, r.memory)
 
 
 def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:

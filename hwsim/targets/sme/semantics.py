@@ -73,6 +73,9 @@ def xreg(ins: Instruction, name: str) -> tuple[int, tuple[str, ...]]:
     return n, ("sp",) if n == 31 else (f"x{n}",)
 
 
+# fields that give only a value, an address offset or a slice offset: no builder's costs or
+# resources read them, so words differing only in them share a row of the op table
+VALUE_FIELDS = frozenset({"imm16", "hw", "imm12", "sh", "imm", "off"})
 MEMORY = ("mem",)      # read by every load and store, written by vector routines
 STORED = ("st",)       # partly written by every store, written by vector routines
 
