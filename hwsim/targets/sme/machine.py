@@ -186,12 +186,10 @@ class SmeMachine(Machine):
         self._controls: dict[int, object] = {}
         d = self.decoded(program)
         words, inverse, decoded = d.words, d.index.astype(np.int64), d.instructions
-        every = [None if ins is None else SEMANTICS[ins.op](self, ins) for ins in decoded] \
-            if actions else None
         shared, first = _shared_rows(decoded)
-        recipes = [every[i] for i in first] if actions else [
-            None if decoded[i] is None else SEMANTICS[decoded[i].op](self, decoded[i])
-            for i in first]
+        # the simpy engine's actions need every word's recipe, the table one per shared row
+        every = [_recipe(self, ins) for ins in decoded] if actions else None
+        recipes = [every[i] if actions else _recipe(self, decoded[i]) for i in first]
         self._used = frozenset(r.path for r in recipes if r is not None and r.path)
         ports = [PortSpec(f"load{i}", t.load_port_bytes_per_cycle, t.load_latency_cycles)
                  for i in range(t.load_ports)]
@@ -200,19 +198,18 @@ class SmeMachine(Machine):
                  UnitSpec("ls", t.queue_depth, in_flight=t.mem_in_flight),
                  UnitSpec("ctl", t.queue_depth), UnitSpec("vec", t.queue_depth)]
         b = OpBuilder(units, ports, groups=[tuple(range(t.load_ports))])
-        # every distinct word's own label (the timeline shows each instruction), then the
-        # routines'; placeholder words are never an op's (every use is a routine)
-        labels = [0 if ins is None else b.label(sme.disassemble(int(w)))
-                  for w, ins in zip(words, decoded)]
         rows = [_row(b, r) for r in recipes]
         routines = list(program.routines)
         rows += [self._routine_row(b, program.routines[i]) for i in routines]
-        labels += [row.label for row in rows[len(recipes):]]
+        # each distinct word its own label (the timeline shows every instruction), then the
+        # routines'; a placeholder word is never an op's (every use of it is a routine)
+        labels = [0 if ins is None else b.label(sme.disassemble(int(w)))
+                  for w, ins in zip(words, decoded)]
+        labels += [b.label(f"vec {program.routines[i].row.name}") for i in routines]
         which, named = shared[inverse], inverse.copy()
         which[routines] = len(recipes) + np.arange(len(routines))
         named[routines] = len(words) + np.arange(len(routines))
-        chunk = _gather(rows, which)
-        chunk.label = np.array(labels, np.int32)[named]
+        chunk = _gather(rows, which, np.array(labels, np.int32)[named])
         self._ordered_costs(chunk, rows, which, t)
         b.extend(chunk)
         table = b.table()
@@ -228,8 +225,8 @@ class SmeMachine(Machine):
         if cost.stored:
             xfers.append((loads, cost.stored))
         deps = [(b.resource(r), DEP_WRITE) for r in VECTOR_WRITES]
-        return _Row(UNITS.index("vec"), cost.cycles, cost.latency, 0, b.label(
-            f"vec {bound.row.name}"), deps, xfers, None, False, None)
+        return _Row(UNITS.index("vec"), cost.cycles, cost.latency, 0, deps, xfers, None, False,
+                    None)
 
     def _ordered_costs(self, chunk: Chunk, rows: list, which: np.ndarray, t) -> None:
         """Costs that follow program order: the first outer product after one on another
@@ -310,16 +307,20 @@ class SmeMachine(Machine):
 
 
 class _Row:
-    """One distinct instruction (or routine) as table columns."""
+    """The table columns of a shared row (``_shared_rows``) or of a routine, but the label."""
 
-    __slots__ = ("unit", "cycles", "latency", "macs", "label", "deps", "xfers", "path",
-                 "scalar", "memory")
+    __slots__ = ("unit", "cycles", "latency", "macs", "deps", "xfers", "path", "scalar",
+                 "memory")
 
-    def __init__(self, unit, cycles, latency, macs, label, deps, xfers, path, scalar, memory):
-        self.unit, self.cycles, self.latency, self.macs, self.label = unit, cycles, latency, \
-            macs, label
+    def __init__(self, unit, cycles, latency, macs, deps, xfers, path, scalar, memory):
+        self.unit, self.cycles, self.latency, self.macs = unit, cycles, latency, macs
         self.deps, self.xfers, self.path, self.scalar, self.memory = deps, xfers, path, scalar, \
             memory
+
+
+def _recipe(m: SmeMachine, ins) -> Recipe | None:
+    """``ins``'s recipe (None for the routine placeholder word)."""
+    return None if ins is None else SEMANTICS[ins.op](m, ins)
 
 
 def _shared_rows(decoded: list) -> tuple[np.ndarray, list[int]]:
@@ -339,9 +340,8 @@ def _shared_rows(decoded: list) -> tuple[np.ndarray, list[int]]:
 
 
 def _row(b: OpBuilder, r: Recipe | None) -> _Row:
-    """One shared row's columns (its ops' labels are their own words')."""
     if r is None:                    # the routine placeholder word: every use is a routine
-        return _Row(0, 0, 0, 0, 0, [], [], None, False, None)
+        return _Row(0, 0, 0, 0, [], [], None, False, None)
     deps = [(b.resource(resource(x)), DEP_READ) for x in r.reads] + \
         [(b.resource(resource(x)), DEP_PART) for x in r.parts] + \
         [(b.resource(resource(x)), DEP_WRITE) for x in r.writes]
@@ -350,12 +350,12 @@ def _row(b: OpBuilder, r: Recipe | None) -> _Row:
         xfers = [(LOAD_GROUP, r.nbytes)]
     elif r.memory == "store":
         xfers = [(len(b.ports) - 1, r.nbytes)]
-    return _Row(UNITS.index(r.unit), r.cycles, r.latency, r.macs, 0, deps, xfers, r.path,
-                r.scalar, r.memory)
+    return _Row(UNITS.index(r.unit), r.cycles, r.latency, r.macs, deps, xfers, r.path, r.scalar,
+                r.memory)
 
 
-def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
-    """Per-op columns from the distinct rows (``which``: each op's row)."""
+def _gather(rows: list[_Row], which: np.ndarray, label: np.ndarray) -> Chunk:
+    """Per-op columns from the rows (``which``: each op's row; ``label``: each op's)."""
     def column(name, dtype):
         return np.array([getattr(r, name) for r in rows], dtype)[which]
 
@@ -374,7 +374,7 @@ def _gather(rows: list[_Row], which: np.ndarray) -> Chunk:
     xfer_count, (xfer_port, xfer_bytes) = ragged("xfers", (np.int32, np.int64))
     return Chunk(column("unit", np.int32), column("cycles", np.int64),
                  column("latency", np.int64), column("macs", np.int64),
-                 np.arange(len(which), dtype=np.int64), column("label", np.int32), dep_count,
+                 np.arange(len(which), dtype=np.int64), label, dep_count,
                  dep_res, dep_mode, xfer_count, xfer_port, xfer_bytes)
 
 
