@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import struct
 from dataclasses import dataclass, field
 
 import numba
@@ -138,6 +139,8 @@ class Chunk:
 
 
 ROW_INTS = 13       # the integer columns of ``_Rows.ints``
+_ROW = struct.Struct(f"<{ROW_INTS}q")     # one op's integer columns, as ``_Rows`` keeps them
+_PAIR = struct.Struct("<2q")              # a dependency's or a transfer's two integers
 
 
 def pair_columns(pairs: list) -> np.ndarray:
@@ -166,29 +169,30 @@ def entries_of(starts: np.ndarray, which: np.ndarray, counts: np.ndarray) -> np.
 
 
 class _Rows:
-    """Rows added one at a time: a tuple of integer columns per op and the ragged columns as
-    flat lists (``table`` turns each into an array in one pass)."""
+    """Rows added one at a time: each op's integer columns, its dependencies and its transfers
+    packed as int64 as they come (``struct`` converts Python integers several times faster
+    than NumPy converts lists of them), which ``table`` reads as arrays."""
 
     def __init__(self):
-        self.ints: list = []            # ROW_INTS per op
-        self.deps: list = []            # (resource, mode)
-        self.xfers: list = []           # (port, bytes)
+        self.count = 0
+        self.ints = bytearray()         # ROW_INTS per op
+        self.deps = bytearray()         # (resource, mode) pairs
+        self.xfers = bytearray()        # (port, bytes) pairs
         self.traffic: list = []         # (row, words, bytes per cycle) of ops with traffic
         self.acc_words: list = []
         self.acc_count: list = []
 
     def arrays(self) -> tuple:
-        n = len(self.ints)
-        cols = np.fromiter(itertools.chain.from_iterable(self.ints), np.int64,
-                           n * ROW_INTS).reshape(n, ROW_INTS).T
+        n = self.count
+        cols = np.frombuffer(self.ints, np.int64).reshape(n, ROW_INTS).T
         (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, xfer_count,
          traffic, master, acc_n) = cols
         words, rate = np.zeros(n), np.zeros(n)
         if self.traffic:
             row, w, r = zip(*self.traffic)
             words[list(row)], rate[list(row)] = w, r
-        dep_res, dep_mode = pair_columns(self.deps)
-        xfer_port, xfer_bytes = pair_columns(self.xfers)
+        dep_res, dep_mode = np.frombuffer(self.deps, np.int64).reshape(-1, 2).T
+        xfer_port, xfer_bytes = np.frombuffer(self.xfers, np.int64).reshape(-1, 2).T
         return (unit, cycles, latency, macs, tag, label, stall, reason, dep_count, dep_res,
                 dep_mode, xfer_count, xfer_port, xfer_bytes, traffic, master, words, rate, acc_n,
                 np.asarray(self.acc_words, np.float64), np.asarray(self.acc_count, np.int64))
@@ -248,22 +252,24 @@ class OpBuilder:
         rows = self._rows
         deps, xfers = rows.deps, rows.xfers
         first_dep, first_xfer = len(deps), len(xfers)
-        resource = self.resource
+        resource, pair = self.resource, _PAIR.pack
         for r in reads:
-            deps.append((resource(r), DEP_READ))
+            deps += pair(resource(r), DEP_READ)
         for r in parts:
-            deps.append((resource(r), DEP_PART))
+            deps += pair(resource(r), DEP_PART)
         for r in writes:
-            deps.append((resource(r), DEP_WRITE))
+            deps += pair(resource(r), DEP_WRITE)
         for p, b in transfers:
-            xfers.append((int(p), int(b)))
+            xfers += pair(int(p), int(b))
         reason, stall_cycles = (-1, 0) if not stall or not stall[1] else \
             (self.reason(stall[0]), int(stall[1]))
         kind, master, accesses = (TRAFFIC_NONE, -1, 0) if traffic is None else \
             self._traffic(rows, traffic)
-        rows.ints.append((self.unit_index[unit], int(cycles), int(latency), int(macs), int(tag),
-                          self.label(label), stall_cycles, reason, len(deps) - first_dep,
-                          len(xfers) - first_xfer, kind, master, accesses))
+        rows.ints += _ROW.pack(self.unit_index[unit], int(cycles), int(latency), int(macs),
+                               int(tag), self.label(label), stall_cycles, reason,
+                               (len(deps) - first_dep) // _PAIR.size,
+                               (len(xfers) - first_xfer) // _PAIR.size, kind, master, accesses)
+        rows.count += 1
         if args:
             self.args[self.count] = args
         self.count += 1
@@ -274,14 +280,14 @@ class OpBuilder:
         access pattern recorded in ``rows``."""
         master = self.master(traffic[1])
         if traffic[0] != "pay":
-            rows.traffic.append((len(rows.ints), traffic[2], traffic[3]))
+            rows.traffic.append((rows.count, traffic[2], traffic[3]))
             return TRAFFIC_RECORD, master, 0
         words = 0
         for w, c in traffic[2].items():
             rows.acc_words.append(float(w))
             rows.acc_count.append(int(c))
             words += w * c
-        rows.traffic.append((len(rows.ints), words, 0.0))
+        rows.traffic.append((rows.count, words, 0.0))
         return TRAFFIC_PAY, master, len(traffic[2])
 
     def extend(self, chunk: Chunk) -> None:
@@ -291,7 +297,7 @@ class OpBuilder:
         self.count += n
 
     def _flush(self) -> None:
-        if self._rows.ints:
+        if self._rows.count:
             self._chunks.append(("rows", self._rows))
             self._rows = _Rows()
 
