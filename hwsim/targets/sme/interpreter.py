@@ -24,6 +24,7 @@ registers and predicates still run. ``moved[i]`` receives the bytes memory instr
 from __future__ import annotations
 
 import functools
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,17 +103,19 @@ def decode(words) -> Decoded:
             raise ProgramError(f"instruction {at} ({word:#010x}): {exc}") from None
         rows.append(row)
         instructions.append(ins)
-    table = np.array(rows, np.int64).reshape(len(rows), len(COLUMNS))
+    table = np.frombuffer(bytearray(b"".join(rows)), np.int64).reshape(len(rows), len(COLUMNS))
     return Decoded(table, inverse, unique, instructions)
 
 
-_ROUTINE_ROW = tuple(_ROUTINE if c == KIND_COL else 0 for c in range(len(COLUMNS)))
+# a row as int64 bytes: joined, a table's rows become one array without converting each integer
+_PACKED = struct.Struct(f"<{len(COLUMNS)}q")
+_ROUTINE_ROW = _PACKED.pack(*(_ROUTINE if c == KIND_COL else 0 for c in range(len(COLUMNS))))
 
 
 @functools.lru_cache(maxsize=1 << 16)    # programs of one model share most of their words
-def _decoded(word: int) -> tuple[tuple[int, ...], sme.Instruction]:
+def _decoded(word: int) -> tuple[bytes, sme.Instruction]:
     ins = sme.decode(word)
-    return tuple(_row(ins)), ins
+    return _PACKED.pack(*_row(ins)), ins
 
 
 @jit
