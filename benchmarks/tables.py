@@ -138,6 +138,14 @@ def lower() -> str:
                    "per instruction"], rows)
 
 
+def stages() -> str:
+    rows = [[r["target"], r["model"], r["mode"], f"`{r['function']}`",
+             _seconds(r["ms_per_estimate"] / 1e3),
+             _seconds(sum(r["phases_ms"].values()) / 1e3)]
+            for r in _load("stages")["rows"]]
+    return _table(["target", "model", "mode", "function", "per estimate", "the estimate"], rows)
+
+
 def tosa_models() -> str:
     rows = [[r["model"], _int(r["operators"]), f"{r['macs'] / 1e6:.2f} M",
              _int(r["param_bytes"]), _seconds(r["import_s"]), _seconds(r["reference_s"]),
@@ -215,6 +223,7 @@ TABLES = {
     "gemm": gemm,
     "check": check,
     "lower": lower,
+    "stages": stages,
     "tosa-models": tosa_models,
     "tosa-conformance": tosa_conformance,
     "sweep": sweep,
