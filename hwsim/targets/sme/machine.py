@@ -14,9 +14,9 @@ A program is an ``SmeProgram`` (A64 words and routines). Its op table is built o
 words: each is decoded once, words that differ only in an immediate (``semantics.VALUE_FIELDS``)
 are costed once together (``semantics``), and the per-op columns are gathers; the costs that
 depend on program order (a datapath change, the scalar issue width) are computed over the whole
-program at once. Every SME hazard is interlocked and memory accesses are ordered, so
-running the instructions in program order gives the state the timing gives: the compiled engine
-runs them first (``interpreter``), which also fills in the bytes each predicated access moved.
+program at once. Every SME hazard is interlocked and memory accesses are ordered, so running the
+instructions in program order gives the state the timing gives: the compiled engine runs them
+first (``interpreter``), which also fills in the bytes each predicated access moved.
 
 Not modelled: caches (memory is one flat space behind the ports), the core's own pipeline beyond
 an issue width for scalar ops, NZCV flags, FPSR, exceptions other than memory faults, and the
