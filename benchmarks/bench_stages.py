@@ -4,7 +4,7 @@
         [--mode M] [--repeat 5] [--no-check]
 
 MODEL is a model of ``bench_models.py`` (``kws_ref_model``, ``synthetic ds_cnn fp32``, ...);
-FUNCTION is ``module:name`` or ``module:Class.method``, e.g.
+FUNCTION is ``module:name`` or ``module:Class.method`` (or ``.property``), e.g.
 ``hwsim.targets.sme.machine:SmeMachine.compile``. Each function is wrapped in a timer for
 ``--repeat`` warm ``hwsim.estimate`` calls on fresh copies of the model, after one untimed
 call, with the check unless ``--no-check``; its figure is its mean time per estimate, beside
@@ -57,6 +57,10 @@ def timer(spec: str, totals: dict) -> None:
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"{spec}: {exc}") from None
     static = inspect.getattr_static(owner, name)
+    if isinstance(static, property):        # its getter is timed
+        original = static.fget
+    if not callable(original):
+        raise ValueError(f"{spec}: not a function, a method or a property")
 
     @functools.wraps(original)
     def timed(*args, **kwargs):
@@ -65,9 +69,13 @@ def timer(spec: str, totals: dict) -> None:
             return original(*args, **kwargs)
         finally:
             totals[spec] += time.perf_counter() - start
-    # a static or class method stays one (``original`` is already bound for a class method)
-    setattr(owner, name, staticmethod(timed) if isinstance(static, (staticmethod, classmethod))
-            else timed)
+    # a static or class method stays one (``original`` is already bound for a class method),
+    # a property a property
+    if isinstance(static, property):
+        timed = property(timed, static.fset, static.fdel, static.__doc__)
+    elif isinstance(static, (staticmethod, classmethod)):
+        timed = staticmethod(timed)
+    setattr(owner, name, timed)
 
 
 def main(argv=None) -> int:

@@ -46,7 +46,11 @@ def target(monkeypatch):
         def made(cls, x):
             return cls.__name__, x
 
-    module.twice, module.Thing = twice, Thing
+        @property
+        def size(self):
+            return self.base + 1
+
+    module.twice, module.Thing, module.LIMIT = twice, Thing, 3
     monkeypatch.setitem(sys.modules, "stages_target", module)
     return module
 
@@ -54,12 +58,12 @@ def target(monkeypatch):
 def test_each_kind_of_function_is_timed_and_still_works(stages, target):
     totals = stages.defaultdict(float)
     specs = ["stages_target:twice", "stages_target:Thing.plain", "stages_target:Thing.static",
-             "stages_target:Thing.made"]
+             "stages_target:Thing.made", "stages_target:Thing.size"]
     for spec in specs:
         stages.timer(spec, totals)
     thing = target.Thing()
     assert (target.twice(4), thing.plain(4), thing.static(4), target.Thing.static(5),
-            target.Thing.made(6)) == (8, 5, 12, 15, ("Thing", 6))
+            target.Thing.made(6), thing.size) == (8, 5, 12, 15, ("Thing", 6), 2)
     assert set(totals) == set(specs) and all(seconds > 0 for seconds in totals.values())
 
 
@@ -67,6 +71,7 @@ def test_each_kind_of_function_is_timed_and_still_works(stages, target):
     ("stages_target", "expected module:name"),
     ("stages_nowhere:f", "No module named 'stages_nowhere'"),
     ("stages_target:Thing.missing", "has no attribute 'missing'"),
+    ("stages_target:LIMIT", "not a function, a method or a property"),
 ])
 def test_a_function_not_found_is_a_clear_error(stages, target, spec, message):
     with pytest.raises(ValueError, match=f"^{spec}: .*{message}"):
