@@ -192,6 +192,7 @@ class Ahead:
                 self.readers[index].append(layer)
         self.made: dict = {}        # layer index -> (the layer run, its input values)
         self.batch: list = []       # the indices of runs made, not yet submitted
+        self.batch_work = 0         # and their work (``_work``)
         self.runs: list = []        # the runs submitted, each a Goldens
         self.share = max(PART_WORK, sum(map(_work, self.layers)) // PARTS)
         self._result: dict | None = None
@@ -220,7 +221,8 @@ class Ahead:
             if run is not None:
                 self.made[run[0].index] = run
                 self.batch.append(run[0].index)
-        work = sum(_work(self.made[i][0]) for i in self.batch)
+                self.batch_work += _work(run[0])
+        work = self.batch_work
         if self.batch and (not self.waiting or work >= self.share or (
                 work >= RUN_WORK and all(run.done() for run in self.runs))):
             self._submit(beside=True)
@@ -230,7 +232,7 @@ class Ahead:
         self.runs.append(Goldens([run for run, _ in runs],
                                  {run.index: feeds for run, feeds in runs}, beside=beside,
                                  valid=self.valid))
-        self.batch = []
+        self.batch, self.batch_work = [], 0
 
     def results(self) -> dict:
         """Layer index -> golden (or ReferenceError) of every layer made (those not yet
