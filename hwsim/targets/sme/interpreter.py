@@ -103,7 +103,8 @@ def decode(words) -> Decoded:
             raise ProgramError(f"instruction {at} ({word:#010x}): {exc}") from None
         rows.append(row)
         instructions.append(ins)
-    table = np.frombuffer(bytearray(b"".join(rows)), np.int64).reshape(len(rows), len(COLUMNS))
+    # joined into a bytearray in one copy: the table is writable, as the compiled loop takes it
+    table = np.frombuffer(bytearray().join(rows), np.int64).reshape(len(rows), len(COLUMNS))
     return Decoded(table, inverse, unique, instructions)
 
 
