@@ -1,5 +1,6 @@
 """The graph IR: construction, navigation, element types, and the ERROR_IF checks."""
 
+import copy
 import pickle
 
 import numpy as np
@@ -79,10 +80,24 @@ def test_operators_known_valid_are_not_checked_again_but_the_structure_is():
 
 
 def test_operators_unpickle():
-    import pickle
     g = conv_graph()
     op = pickle.loads(pickle.dumps(g)).operators[0]
     assert op.pad == [1, 1, 1, 1] and op.weight.name == "w" and op.macs == g.operators[0].macs
+
+
+def test_a_pickled_graph_is_the_same_graph():
+    g = conv_graph()
+    copied = pickle.loads(pickle.dumps(g, protocol=pickle.HIGHEST_PROTOCOL))
+    for a, b in zip(g, copied, strict=True):
+        assert (a.op, a.name, a.attrs, a.spec) == (b.op, b.name, b.attrs, b.spec)
+        for x, y in zip(a.inputs + a.outputs, b.inputs + b.outputs, strict=True):
+            assert (x.name, x.shape, x.is_const) == (y.name, y.shape, y.is_const)
+            assert y.dtype is x.dtype       # the one instance of its type, found by name
+            assert x.data is None or (np.array_equal(x.data, y.data) and
+                                      x.data.dtype == y.data.dtype)
+    op, twin = g.operators[0], copied.operators[0]
+    assert twin.weight is copied.tensor("w") and twin.roles().keys() == op.roles().keys()
+    assert copied.producer(twin.output) is twin and copy.copy(op).attrs is op.attrs
 
 
 def test_structure_errors_are_one_line_and_name_the_problem():

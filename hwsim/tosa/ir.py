@@ -71,6 +71,18 @@ class Tensor:
         const = " const" if self.is_const else ""
         return f"Tensor({self.name}: {self.dtype}{list(self.shape)}{const})"
 
+    def __reduce__(self):
+        # its fields as they are, the type by name (graphs go to the reference worker pickled:
+        # this is a third of the cost of pickling the slots, and nothing is checked again)
+        return _tensor, (self.name, self.shape, self.dtype.name, self.data)
+
+
+def _tensor(name: str, shape: tuple, dt: str, data) -> Tensor:
+    """A tensor as ``Tensor.__reduce__`` gave it."""
+    t = Tensor.__new__(Tensor)
+    t.name, t.shape, t.dtype, t.data = name, shape, dtype(dt), data
+    return t
+
 
 class Operator:
     """One TOSA operator: attributes read as fields (``op.stride``), inputs by role
@@ -110,8 +122,13 @@ class Operator:
         op.attrs = dict(self.attrs)
         return op
 
+    def __reduce__(self):
+        # what makes it, not its spec (a module's table) or its cached roles: pickling a
+        # graph for the reference worker costs less
+        return _operator, (self.op, self.inputs, self.outputs, self.name, self.attrs)
+
     def __getattr__(self, name: str):
-        if "spec" not in self.__dict__:     # not made yet (unpickling asks for __setstate__)
+        if "spec" not in self.__dict__:     # its fields not set yet: nothing to look up
             raise AttributeError(name)
         attrs = self.__dict__.get("attrs", {})
         if name in attrs:
@@ -196,6 +213,14 @@ def _attribute(op: Operator, name: str, kind: str, value):
     if kind == "[ubyte]" and not isinstance(value, (bytes, bytearray)):
         return value.item() if isinstance(value, np.generic) else value   # CLAMP min/max
     return value
+
+
+def _operator(op: str, inputs: list, outputs: list, name: str, attrs: dict) -> Operator:
+    """An operator as ``Operator.__reduce__`` gave it (checked when it was first made)."""
+    made = Operator.__new__(Operator)
+    made.op, made.inputs, made.outputs, made.spec = op, inputs, outputs, SPECS.get(op)
+    made.name, made.attrs = name, attrs
+    return made
 
 
 class Graph:
