@@ -12,7 +12,7 @@ from hwsim.tosa.compliance import (DotProductRule, abs_error_bound, calc_abs_err
 from hwsim.tosa.dtypes import dtype
 from hwsim.tosa.judge import exact_count, judge, judge_layer, statistics
 from hwsim.tosa.models import model, sample_input
-from hwsim.tosa.reference import goldens
+from hwsim.tosa.reference import goldens, reference_fp64
 
 FP32, FP16, BF16, E4M3 = (dtype(n) for n in ("fp32", "fp16", "bf16", "fp8e4m3"))
 
@@ -254,3 +254,19 @@ def test_judge_layer_on_a_perturbed_convolution():
     assert verdict.status == "compliant" and verdict.check.startswith("dot product, ksb 28")
     wrong = golden + np.float32(0.01)
     assert judge_layer(g, conv, wrong, values).status == "deviates"
+
+
+def test_a_dot_product_judged_with_its_exact_count_given_is_judged_the_same():
+    g = model("resnet8", dtype="fp32", width=0.25, resolution=8)
+    values = goldens(g, sample_input(g))
+    conv = g.operators[0]
+    golden = values[conv.output.name]
+    sim = golden.copy()
+    sim.flat[::3] = np.nextafter(sim.flat[::3], np.float32(np.inf))     # a third nudged
+    ref64, bnd64 = reference_fp64(g, conv, values)
+    exact = exact_count(sim, golden, conv.output.dtype)
+    assert 0 < exact < golden.size
+    given = judge(conv, sim, golden, ref64=ref64, bnd64=bnd64, exact=exact)
+    assert given == judge(conv, sim, golden, ref64=ref64, bnd64=bnd64) == \
+        judge_layer(g, conv, sim, values)
+    assert given.exact == exact and given.status == "compliant"

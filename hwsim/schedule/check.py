@@ -133,19 +133,20 @@ def _float_verdicts(cases: list) -> dict:
     in-process (``hwsim.tosa.fp64``)."""
     verdicts, pending = {}, []
     for c in cases:
-        dt = c.ops[-1].output.dtype
-        if exact_count(c.sim, c.golden, dt) == np.size(c.golden) or not _carried(c.ops):
+        exact = exact_count(c.sim, c.golden, c.ops[-1].output.dtype)
+        if exact == np.size(c.golden) or not _carried(c.ops):
             verdicts[c.index] = judge(c.ops[-1], c.sim, c.golden)
         else:
-            pending.append(c)
-    bounds = references([(c.ops[0], c.feeds) for c in pending])
-    for c, (ref, bnd) in zip(pending, bounds):
+            pending.append((c, exact))
+    bounds = references([(c.ops[0], c.feeds) for c, _ in pending])
+    for (c, exact), (ref, bnd) in zip(pending, bounds):
         first = c.ops[0]
         ref, bnd = _tail(c.ops, ref, bnd)
         shape = first.output.shape
         x = c.feeds.get(first.inputs[0].name) if first.inputs else None
         verdicts[c.index] = judge(first, np.reshape(c.sim, shape), np.reshape(c.golden, shape),
-                                  ref64=ref.reshape(shape), bnd64=bnd.reshape(shape), x=x)
+                                  ref64=ref.reshape(shape), bnd64=bnd.reshape(shape), x=x,
+                                  exact=exact)    # the tail keeps the type: the same count
     return verdicts
 
 
