@@ -37,7 +37,7 @@ import hwsim
 from hwsim.targets.hmx import datapath, hvx_kernels, layouts, numerics
 from hwsim.traces.files import atomic_write_text
 from hwsim.traces.reader import parse_trace
-from common import best
+from common import best, provenance
 
 RESULTS = Path(__file__).resolve().parent / "results" / "hmx.json"
 
@@ -163,7 +163,7 @@ def main(argv: list[str]) -> int:
         "gemm_parse_lines_per_s": gemm["parse_lines_per_s"],
         **kernel_rates(),
         "python": platform.python_version(), "machine": platform.machine(),
-        "command": "PYTHONPATH=. python benchmarks/bench_hmx.py" + (" --quick" if quick else ""),
+        **provenance(),
     }
     for key, value in report.items():
         shown = f"{value:,.3g}" if isinstance(value, float) else str(value)

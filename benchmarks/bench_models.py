@@ -62,7 +62,7 @@ from hwsim.tosa.ir import Graph, Operator, Tensor  # noqa: E402
 from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.reference import run_graph  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
-from common import MLPERF_TINY, MODELS, median  # noqa: E402
+from common import MLPERF_TINY, MODELS, median, provenance  # noqa: E402
 
 # target -> (model file stem, synthetic stand-in, its dtype, numeric mode or None: the default)
 CASES = {
@@ -282,7 +282,9 @@ def main(argv=None) -> int:
     measured = {(r["target"], r["model"], r["mode"]) for r in rows}
     kept = [r for r in result.get("rows", [])
             if (r["target"], r["model"], r["mode"]) not in measured]
-    result.update(command="PYTHONPATH=. python benchmarks/bench_models.py", rows=kept + rows)
+    made = provenance()
+    result.update(command="PYTHONPATH=. python benchmarks/bench_models.py",
+                  rows=kept + [{**row, **made} for row in rows])
     if args.conformance:
         done = [conformance(target) for target in args.targets]
         result["conformance"] = [c for c in result.get("conformance", [])

@@ -34,7 +34,7 @@ from hwsim.tosa.models import model, sample_input  # noqa: E402
 from hwsim.tosa.ops import checked_ops  # noqa: E402
 from hwsim.tosa.reference import goldens, run_graph, run_operator  # noqa: E402
 from hwsim.traces.files import atomic_write_text  # noqa: E402
-from common import MLPERF_TINY, MODELS, median  # noqa: E402
+from common import MLPERF_TINY, MODELS, median, provenance  # noqa: E402
 
 # TOSA 1.0 extensions (the generator also makes 1.1-draft int64 and microscaling tests)
 EXTENSIONS_1_0 = ("int16", "int4", "bf16", "fp8e4m3", "fp8e5m2", "doubleround", "inexactround")
@@ -111,7 +111,7 @@ def main() -> None:
         print(f"{r['model']:<26} {r['operators']:>4} {r['macs']:>11,} {imported:>8} "
               f"{r['reference_s'] * 1e3:>7.1f} ms {r['reference_isolated_s'] * 1e3:>6.0f} ms "
               f"{r['per_layer_goldens_s'] * 1e3:>6.0f} ms {r['reference_mac_per_s']:>9.2e}")
-    result = {"command": "PYTHONPATH=. python benchmarks/bench_tosa.py", "models": rows}
+    result = {**provenance(), "models": rows}
     if args.conformance:
         with tempfile.TemporaryDirectory(prefix="hwsim-conformance-") as tmp:
             result["conformance"] = conformance(Path(tmp))

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from hwsim.traces.files import atomic_write_text
 
-MODELS = Path(os.environ.get("HWSIM_MODELS") or
-              Path(__file__).resolve().parents[2] / "shared" / "models")
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = Path(os.environ.get("HWSIM_MODELS") or ROOT.parent / "shared" / "models")
 
 # the int8 MLPerf Tiny model files in MODELS -> the synthetic look-alike used without them
 MLPERF_TINY = {"kws_ref_model": "ds_cnn", "vww_96_int8": "mobilenet_v1",
@@ -47,11 +50,36 @@ def median(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def provenance() -> dict:
+    """What made a row of results: this run's command as typed in the project's root, its
+    arguments too, and the commit it ran (``+`` if the checkout had changes; ``unknown``
+    outside a git checkout). Files merge the rows of several runs: each row keeps its own."""
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(ROOT):
+        script = script.relative_to(ROOT)
+    command = "PYTHONPATH=. " + shlex.join(["python", str(script), *sys.argv[1:]])
+    try:
+        commit = _git("rev-parse", "--short", "HEAD")
+        if _git("status", "--porcelain", "--untracked-files=no"):
+            commit += "+"
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {"command": command, "commit": commit}
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def save_rows(path: Path, rows: list[dict], key: tuple[str, ...], command: str) -> None:
-    """Write ``rows`` to the results file ``path``: they replace the rows of the same ``key``
-    fields, the file's other rows are kept, so that a run of a few cases updates only those."""
+    """Write ``rows`` to the results file ``path``, each with its ``provenance``: they replace
+    the rows of the same ``key`` fields, the file's other rows are kept, so that a run of a few
+    cases updates only those. ``command``: the script's usage, for the file."""
     def ident(row):
         return tuple(row[k] for k in key)
+    made = provenance()
+    rows = [{**row, **made} for row in rows]
     measured = {ident(r) for r in rows}
     old = json.loads(path.read_text())["rows"] if path.exists() else []
     kept = [r for r in old if ident(r) not in measured]
