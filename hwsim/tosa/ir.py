@@ -73,7 +73,7 @@ class Tensor:
 
     def __reduce__(self):
         # its fields as they are, the type by name (graphs go to the reference worker pickled:
-        # this is a third of the cost of pickling the slots, and nothing is checked again)
+        # about half the cost of pickling the slots, and nothing is checked again)
         return _tensor, (self.name, self.shape, self.dtype.name, self.data)
 
 
