@@ -52,15 +52,17 @@ def median(fn, repeats: int) -> float:
 
 def provenance() -> dict:
     """What made a row of results: this run's command as typed in the project's root, its
-    arguments too, and the commit it ran (``+`` if the checkout had changes; ``unknown``
-    outside a git checkout). Files merge the rows of several runs: each row keeps its own."""
+    arguments too, and the commit it ran (``+`` if the checkout had changes, results files
+    aside; ``unknown`` outside a git checkout). Files merge the rows of several runs: each row
+    keeps its own."""
     script = Path(sys.argv[0]).resolve()
     if script.is_relative_to(ROOT):
         script = script.relative_to(ROOT)
     command = "PYTHONPATH=. " + shlex.join(["python", str(script), *sys.argv[1:]])
     try:
         commit = _git("rev-parse", "--short", "HEAD")
-        if _git("status", "--porcelain", "--untracked-files=no"):
+        if _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                ":!benchmarks/results"):       # a results file is not the code measured
             commit += "+"
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
