@@ -36,3 +36,16 @@ def test_each_row_keeps_the_command_and_commit_that_measured_it(common, tmp_path
     assert first["commit"] == second["commit"] != ""
     if (ROOT / ".git").exists():
         assert first["commit"].rstrip("+") != "unknown"
+
+
+def test_a_changed_checkout_is_marked_and_no_git_says_unknown(common, monkeypatch):
+    answers = {"rev-parse": "abc1234", "status": " M hwsim/x.py"}
+    monkeypatch.setattr(common, "_git", lambda *args: answers[args[0]])
+    assert common.provenance()["commit"] == "abc1234+"
+    answers["status"] = ""
+    assert common.provenance()["commit"] == "abc1234"
+
+    def missing(*args):
+        raise OSError("no git")
+    monkeypatch.setattr(common, "_git", missing)
+    assert common.provenance()["commit"] == "unknown"
