@@ -16,6 +16,9 @@
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 
 from hwsim.errors import ProgramError
@@ -40,16 +43,27 @@ def to_unsigned(weights: np.ndarray, bits: int) -> np.ndarray:
     return (w - weight_offset(bits)).astype(np.uint8)
 
 
-def _transpose8(groups: np.ndarray) -> np.ndarray:
-    """8x8 bit transposes: byte i bit j of each 8-byte group -> byte j bit i (the three
-    masked swaps of Hacker's Delight "transpose8", on little-endian 64-bit words)."""
-    x = np.ascontiguousarray(groups).view("<u8")
-    for mask, move, shift in ((0xAA55AA55AA55AA55, 0x00AA00AA00AA00AA, 7),
-                              (0xCCCC3333CCCC3333, 0x0000CCCC0000CCCC, 14),
-                              (0xF0F0F0F00F0F0F0F, 0x00000000F0F0F0F0, 28)):
-        m, s = np.uint64(move), np.uint64(shift)
-        x = (x & np.uint64(mask)) | ((x & m) << s) | ((x >> s) & m)
-    return x.view(np.uint8).reshape(groups.shape)
+@numba.njit(cache=True, nogil=True)
+def _bit_planes(words, bits, out):
+    """out[r, b, g]: bit b of the 8 bytes of ``words[r, g]``, byte i as bit i. Each word's 8x8
+    bit transpose is the three masked swaps of Hacker's Delight "transpose8" (on the
+    little-endian word, byte i bit j -> byte j bit i), byte b of the result being plane b."""
+    m1, m2, m3 = np.uint64(0x00AA00AA00AA00AA), np.uint64(0x0000CCCC0000CCCC), \
+        np.uint64(0x00000000F0F0F0F0)
+    k1, k2, k3 = np.uint64(0xAA55AA55AA55AA55), np.uint64(0xCCCC3333CCCC3333), \
+        np.uint64(0xF0F0F0F00F0F0F0F)
+    s1, s2, s3, byte = np.uint64(7), np.uint64(14), np.uint64(28), np.uint64(0xFF)
+    row = np.empty(words.shape[1], np.uint64)
+    for r in range(words.shape[0]):
+        for g in range(words.shape[1]):
+            x = words[r, g]
+            x = (x & k1) | ((x & m1) << s1) | ((x >> s1) & m1)
+            x = (x & k2) | ((x & m2) << s2) | ((x >> s2) & m2)
+            row[g] = (x & k3) | ((x & m3) << s3) | ((x >> s3) & m3)
+        for b in range(bits):           # plane by plane: the stores are sequential
+            shift = np.uint64(8 * b)
+            for g in range(words.shape[1]):
+                out[r, b, g] = np.uint8((row[g] >> shift) & byte)
 
 
 def _padded(weights: np.ndarray, bits: int, group: int, zero: int) -> np.ndarray:
@@ -67,8 +81,11 @@ def _padded(weights: np.ndarray, bits: int, group: int, zero: int) -> np.ndarray
 def _planes(values: np.ndarray, bits: int) -> np.ndarray:
     """(..., channels) bytes of unsigned ``bits``-bit values -> (..., bits, channels/8) bytes,
     LSB first."""
-    planes = _transpose8(values.reshape(values.shape[:-1] + (values.shape[-1] // 8, 8)))
-    return np.moveaxis(planes[..., :bits], -1, -2)                          # (.., bit, g)
+    lead, channels = values.shape[:-1], values.shape[-1]
+    words = np.ascontiguousarray(values).view("<u8").reshape(math.prod(lead), channels // 8)
+    out = np.empty((words.shape[0], bits, channels // 8), np.uint8)
+    _bit_planes(words, bits, out)
+    return out.reshape(lead + (bits, channels // 8))
 
 
 def _unplanes(data: np.ndarray) -> np.ndarray:
@@ -111,7 +128,7 @@ def unpack_conv_weights(data: np.ndarray, bits: int, cout: int, cin: int, kh: in
 def pack_linear_weights(weights: np.ndarray, bits: int, zero: int = 0) -> np.ndarray:
     """Unsigned (cout, cin) weights -> (cout, bits, ceil(cin/16)*2) bit-plane rows. Linear mode
     loads whole 16-channel words, so padded channels should get ``zero = -WEIGHT_OFFSET``."""
-    return np.ascontiguousarray(_planes(_padded(weights, bits, 16, zero), bits)).reshape(-1)
+    return _planes(_padded(weights, bits, 16, zero), bits).reshape(-1)
 
 
 def unpack_linear_weights(data: np.ndarray, bits: int, cout: int, cin: int) -> np.ndarray:
