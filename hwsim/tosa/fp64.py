@@ -45,7 +45,8 @@ from hwsim.tosa.reference import precise
 def _windows(x: np.ndarray, kernel, stride, dilation, pad, fill: float = 0.0) -> np.ndarray:
     """[N, OH, OW, KH, KW, C] windows of an NHWC tensor padded with ``fill`` (a view)."""
     top, bottom, left, right = pad
-    x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
+    if any(pad):
+        x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     n, h, w, c = x.shape
     kh, kw = kernel
     oh = conv_out(h, kh, 0, 0, stride[0], dilation[0])[0]        # x is padded already
@@ -59,7 +60,10 @@ def _windows(x: np.ndarray, kernel, stride, dilation, pad, fill: float = 0.0) ->
 def _magnitudes(op: Operator, *arrays) -> list[np.ndarray]:
     """``max(|a|, normal_min)`` of the input type, element-wise."""
     tiny = op.inputs[0].dtype.normal_min
-    return [np.maximum(np.abs(a), tiny) for a in arrays]
+    out = [np.abs(a) for a in arrays]
+    for m in out:
+        np.maximum(m, tiny, out=m)
+    return out
 
 
 def _largest(op: Operator, x: np.ndarray) -> float:
