@@ -95,10 +95,12 @@ def rows_in(g: LayerSpec, r0: int, r1: int) -> tuple[int, int, int, int]:
 
 
 def _weights(op) -> np.ndarray:
-    """Effective weights ``w - zp`` as (cout, cin, kh, kw) (depthwise: (c, 1, 3, 3))."""
+    """Effective weights ``w - zp`` as (cout, cin, kh, kw) (depthwise: (c, 1, 3, 3)), int32:
+    they are 8 or 16-bit weights, and int64 arrays of them cost several times as much to
+    make and sum."""
     if op.op == "MATMUL":
-        return (op.const("B")[0].T.astype(np.int64) - op.scalar("B_zp"))[:, :, None, None]
-    w = op.const("weight").astype(np.int64) - op.scalar("weight_zp")
+        return (op.const("B")[0].T.astype(np.int32) - op.scalar("B_zp"))[:, :, None, None]
+    w = op.const("weight").astype(np.int32) - op.scalar("weight_zp")
     if op.op == "DEPTHWISE_CONV2D":
         return w[:, :, :, 0].transpose(2, 0, 1)[:, None]
     return w.transpose(0, 3, 1, 2)

@@ -178,33 +178,32 @@ def conv_jobs(spec: LayerSpec, input_ptr: int, output_ptr: int, weights_ptr: int
         return [dict(common, INFEAT_PTR=input_ptr, OUTFEAT_PTR=output_ptr,
                      SUBTILE_NB1=_word("SUBTILE_NB1", ho=1, wo=1), SUBTILE_REM1=0,
                      SUBTILE_REM2=0, PADDING=0, OUTFEAT_D1_STRIDE=0, OUTFEAT_D2_STRIDE=0)]
-    if spec.stride == 1:
-        return [_tile(spec, common, input_ptr, output_ptr, 0, 0, spec.h_out, spec.w_out, 1)]
-    jobs = []
     h_out, w_out, out_pixel = spec.h_out, spec.w_out, spec.k_out * spec.out_bytes
+    # the output strides and the padding value, the same for every tile
+    common.update(OUTFEAT_D1_STRIDE=out_pixel // spec.stride,
+                  OUTFEAT_D2_STRIDE=out_pixel * w_out // spec.stride)
+    value = spec.pad_value & (0xFFFF if spec.in_bits == 16 else 0xFF)
+    if spec.stride == 1:
+        return [_tile(spec, common, value, input_ptr, output_ptr, 0, 0, h_out, w_out)]
+    jobs = []
     for ty in range(-(-h_out // 2)):
         for tx in range(-(-w_out // 2)):
             rows, cols = min(2, h_out - 2 * ty), min(2, w_out - 2 * tx)
             out = output_ptr + (2 * ty * w_out + 2 * tx) * out_pixel
-            jobs.append(_tile(spec, common, input_ptr, out, 4 * ty, 4 * tx,
-                              2 * rows - 1, 2 * cols - 1, 2))
+            jobs.append(_tile(spec, common, value, input_ptr, out, 4 * ty, 4 * tx,
+                              2 * rows - 1, 2 * cols - 1))
     return jobs
 
 
-def _tile(spec: LayerSpec, common: dict, input_ptr: int, output_ptr: int, row0: int, col0: int,
-          h_out: int, w_out: int, stride: int) -> dict:
+def _tile(spec: LayerSpec, common: dict, value: int, input_ptr: int, output_ptr: int,
+          row0: int, col0: int, h_out: int, w_out: int) -> dict:
     """One job over the stride-1 output window starting at padded input (row0, col0)."""
     pt, pb, pl, pr = spec.padding
     top, left = (pt if row0 == 0 else 0), (pl if col0 == 0 else 0)
     rows = _edge(h_out, spec.kernel, spec.h_in + pt - row0, 0)
     cols = _edge(w_out, spec.kernel, spec.w_in + pl - col0, 0)
-    pixel = spec.k_in * spec.in_bytes
-    first = input_ptr + ((row0 - pt) * spec.w_in + (col0 - pl)) * pixel
-    out_pixel = spec.k_out * spec.out_bytes
-    value = spec.pad_value & (0xFFFF if spec.in_bits == 16 else 0xFF)
+    first = input_ptr + ((row0 - pt) * spec.w_in + (col0 - pl)) * spec.k_in * spec.in_bytes
     return dict(common, INFEAT_PTR=first, OUTFEAT_PTR=output_ptr,
-                OUTFEAT_D1_STRIDE=out_pixel // stride,
-                OUTFEAT_D2_STRIDE=out_pixel * spec.w_out // stride,
                 **_geometry(rows, cols, top, left, value))
 
 
