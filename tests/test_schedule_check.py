@@ -211,3 +211,21 @@ def test_goldens_ahead_wait_for_the_worker_or_a_share_of_the_work(monkeypatch, w
     n = len(layers)
     assert sizes == {"first, then the rest": [1, n - 1], "each": [1] * n,
                      "all at the end": [n]}[runs]
+
+
+def test_values_round_to_a_narrower_type_as_through_fp64():
+    """``check.rounded`` casts once from the values' own type: every float32 sign and
+    exponent, with every pattern of the 14 low mantissa bits (which decide float16's rounding,
+    subnormal results included) under two high ones, rounds as through fp64."""
+    from hwsim.schedule.check import rounded
+    top = np.arange(512, dtype=np.uint32)[:, None] << np.uint32(23)         # sign and exponent
+    low = np.arange(1 << 14, dtype=np.uint32)
+    for high in (0x155, 0x1FF):
+        x = (top | np.uint32(high << 14) | low).view(np.float32).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            expected = x.astype(np.float64).astype(np.float16)
+        found = rounded(x, np.float16)
+        assert found.dtype == np.float16
+        nan = np.isnan(expected)
+        assert np.array_equal(np.isnan(found), nan)
+        assert np.array_equal(found[~nan].view(np.uint16), expected[~nan].view(np.uint16))

@@ -68,6 +68,14 @@ class Check:
     golden_outputs: dict    # graph output name -> reference values
 
 
+def rounded(values, np_type) -> np.ndarray:
+    """Float ``values`` rounded to nearest in ``np_type``, in one cast from their own type: the
+    same as through fp64 (every float32 rounds to the same float16 either way, which
+    ``tests/test_schedule_check.py`` checks over all of them), without the fp64 copy."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(np_type)
+
+
 def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:
     """``ops`` with their float tensors in ``dtype`` (constants rounded to nearest), float dot
     products accumulating in ``acc`` and float CLAMP bounds rounded to ``dtype``; ``made``
@@ -79,8 +87,7 @@ def retyped(ops: list, dtype: str, acc: str, made: dict | None = None) -> list:
         if not t.dtype.is_float:
             return t
         if t.name not in made:
-            with np.errstate(over="ignore"):
-                data = None if t.data is None else np.asarray(t.data, np.float64).astype(np_type)
+            data = None if t.data is None else rounded(t.data, np_type)
             made[t.name] = Tensor(t.name, t.shape, dtype, data)
         return made[t.name]
 
@@ -155,7 +162,7 @@ def _fits(ops: list, dtype: str) -> bool:
     dequantised int32 bias, which HMX takes in its wider bias field) would be infinite in that
     type's operator, and no bound of that type says anything about the layer."""
     top = lookup(dtype).max_normal
-    return all(np.abs(np.asarray(t.data, np.float64)).max(initial=0) <= top
+    return all(np.abs(t.data).max(initial=0) <= top
                for op in ops for t in op.inputs if t.is_const and t.dtype.is_float)
 
 
@@ -172,8 +179,7 @@ def _narrowing(types) -> Callable[[Layer, dict], tuple | None]:
         if not out.is_float or out.name == dtype or not _fits(layer.ops, dtype):
             return None
         narrow = Layer(layer.index, retyped(layer.ops, dtype, acc, made))
-        return narrow, {t.name: np.asarray(feeds[t.name], np.float64).astype(t.dtype.np)
-                        for t in narrow.inputs}
+        return narrow, {t.name: rounded(feeds[t.name], t.dtype.np) for t in narrow.inputs}
 
     return make
 
@@ -193,8 +199,7 @@ class _Narrow:
             run = early.made.get(layer.index) or make(layer, feeds[layer.index])
             if run is not None:
                 self.runs[layer.index] = run
-                self.sims[layer.index] = np.asarray(values[layer.index], np.float64).astype(
-                    run[0].output.dtype.np)
+                self.sims[layer.index] = rounded(values[layer.index], run[0].output.dtype.np)
         later = [run for run, _ in self.runs.values() if run.index not in early.made]
         self.goldens = Parts(later, {run.index: self.runs[run.index][1] for run in later},
                              valid=False)
