@@ -69,9 +69,10 @@ class Check:
 
 
 def rounded(values, np_type) -> np.ndarray:
-    """Float ``values`` rounded to nearest in ``np_type``, in one cast from their own type: the
-    same as through fp64 (every float32 rounds to the same float16 either way, which
-    ``tests/test_schedule_check.py`` checks over all of them), without the fp64 copy."""
+    """Float ``values`` rounded to nearest in ``np_type``, in one cast from their own type,
+    without a copy in fp64: the same as through one (each of the 2^32 float32 values rounds to
+    the same float16 either way; ``tests/test_schedule_check.py`` checks the patterns of the
+    bits that decide it)."""
     with np.errstate(over="ignore"):
         return np.asarray(values).astype(np_type)
 

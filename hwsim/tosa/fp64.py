@@ -60,7 +60,7 @@ def _windows(x: np.ndarray, kernel, stride, dilation, pad, fill: float = 0.0) ->
 def _magnitudes(op: Operator, *arrays) -> list[np.ndarray]:
     """``max(|a|, normal_min)`` of the input type, element-wise."""
     tiny = op.inputs[0].dtype.normal_min
-    out = [np.abs(a) for a in arrays]
+    out = [np.abs(a, out=np.empty_like(a)) for a in arrays]     # arrays, 0-d ones too
     for m in out:
         np.maximum(m, tiny, out=m)
     return out
