@@ -215,8 +215,8 @@ def test_goldens_ahead_wait_for_the_worker_or_a_share_of_the_work(monkeypatch, w
 
 def test_values_round_to_a_narrower_type_as_through_fp64():
     """``check.rounded`` casts once from the values' own type: every float32 sign and
-    exponent, with every pattern of the 14 low mantissa bits (which decide float16's rounding,
-    subnormal results included) under two high ones, rounds as through fp64."""
+    exponent, with every pattern of the 14 low mantissa bits (those that decide the rounding
+    of a normal float16 result) under two patterns of the high ones, rounds as through fp64."""
     from hwsim.schedule.check import rounded
     top = np.arange(512, dtype=np.uint32)[:, None] << np.uint32(23)         # sign and exponent
     low = np.arange(1 << 14, dtype=np.uint32)

@@ -72,8 +72,9 @@ def rounded(values, np_type) -> np.ndarray:
     """Float ``values`` rounded to nearest in ``np_type``, in one cast from their own type,
     without a copy in fp64: the same as through one (each of the 2^32 float32 values that is
     not a NaN rounds to the same float16 either way; ``tests/test_schedule_check.py`` checks
-    the patterns of the bits that decide it). A NaN stays a NaN, a signalling one signalling
-    (fp64 quiets it); verdicts count NaNs of any payload as equal."""
+    every sign and exponent with the bits that decide a normal result's rounding). A NaN stays
+    a NaN, a signalling one signalling (fp64 quiets it); verdicts count NaNs of any payload as
+    equal."""
     with np.errstate(over="ignore"):
         return np.asarray(values).astype(np_type)
 
