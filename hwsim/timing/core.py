@@ -45,8 +45,14 @@ def _edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, de
     writer = np.full(nres, -1, np.int64)
     readers = np.full(nres * nunits, -1, np.int64)
     part_head = np.full(nres, -1, np.int64)
-    part_next = np.empty(max(len(dep_res), 1), np.int64)
-    part_op = np.empty(max(len(dep_res), 1), np.int64)
+    # the partial writes since each resource's last write, as linked lists of one node per
+    # partial write: programs have few, and a node per scoreboard entry would be fresh pages
+    nodes = 0
+    for d in range(len(dep_mode)):
+        nodes += dep_mode[d] == DEP_PART
+    part_next = np.empty(max(nodes, 1), np.int64)
+    part_op = np.empty(max(nodes, 1), np.int64)
+    nodes = 0
     m = 0
     for i in range(n):
         for d in range(dep_ptr[i], dep_ptr[i + 1]):
@@ -78,9 +84,10 @@ def _edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, de
             if mode == DEP_READ:
                 readers[r * nunits + units[i]] = i
             elif mode == DEP_PART:
-                part_op[d] = i
-                part_next[d] = part_head[r]
-                part_head[r] = d
+                part_op[nodes] = i
+                part_next[nodes] = part_head[r]
+                part_head[r] = nodes
+                nodes += 1
             else:
                 part_head[r] = -1
                 for u in range(nunits):
