@@ -57,18 +57,19 @@ def _edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, de
     for i in range(n):
         for d in range(dep_ptr[i], dep_ptr[i + 1]):
             r, mode = dep_res[d], dep_mode[d]
-            first = m
+            first, kind = m, res_kind[r]
             w = writer[r]
             if w >= 0 and w != i:
                 if m < cap:
-                    dep[m], flags[m] = w, RAW
+                    dep[m], flags[m], reason[m] = w, RAW | NEW_RUN, kind
                 m += 1
             if mode != DEP_PART:
                 node = part_head[r]
                 while node >= 0:
                     if part_op[node] != i:
                         if m < cap:
-                            dep[m], flags[m] = part_op[node], RAW
+                            dep[m], flags[m], reason[m] = part_op[node], \
+                                RAW | (NEW_RUN if m == first else 0), kind
                         m += 1
                     node = part_next[node]
             if mode != DEP_READ:
@@ -76,11 +77,8 @@ def _edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres, ptr, de
                     rd = readers[r * nunits + u]
                     if rd >= 0 and rd != i:
                         if m < cap:
-                            dep[m], flags[m] = rd, 0
+                            dep[m], flags[m], reason[m] = rd, NEW_RUN if m == first else 0, kind
                         m += 1
-            if first < m <= cap:
-                flags[first] |= NEW_RUN
-                reason[first] = res_kind[r]
             if mode == DEP_READ:
                 readers[r * nunits + units[i]] = i
             elif mode == DEP_PART:
@@ -103,9 +101,8 @@ def edges(n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres):
     writer (RAW) and the readers since it (WAR: their start); a write for all of them. Readers
     are kept per unit (the last one on each unit starts last). Returns (ptr, dep, flags,
     reason): ``flags`` RAW and NEW_RUN (the first edge of one resource), ``reason`` the
-    resource's kind at a run's first edge. One pass into room for twice as many edges as
-    scoreboard entries (programs have about one each); a second, with room for all, if that
-    was too little."""
+    resource's kind. One pass into room for twice as many edges as scoreboard entries
+    (programs have about one each); a second, with room for all, if that was too little."""
     args = (n, units, nunits, dep_ptr, dep_res, dep_mode, res_kind, nres)
     ptr, cap = np.zeros(n + 1, np.int64), 2 * len(dep_res) + 1
     while True:
