@@ -356,13 +356,15 @@ class Core:
         self.xfer_port = t.xfer_port.astype(np.int64)
         self.traffic_master = t.traffic_master.astype(np.int64)
         self.state = np.zeros(5, np.int64)
-        self.D, self.P, self.S, self.E, self.R, self.rank = (np.full(n, -1, np.int64)
-                                                             for _ in range(6))
+        # an op's times and rank are written when it is dispatched or starts, before they are
+        # read; only P (-1: not taken) and the waiting lists' heads are read unset
+        self.D, self.S, self.E, self.R, self.rank = (np.empty(n, np.int64) for _ in range(5))
+        self.P = np.full(n, -1, np.int64)
         self.started = np.zeros(n, np.bool_)
         self.dispatched = np.zeros(n, np.bool_)
         self.scan = self.ptr[:-1].copy()
         self.wait_head = np.full(n, -1, np.int64)
-        self.wait_next = np.full(n, -1, np.int64)
+        self.wait_next = np.empty(n, np.int64)
         self.cand_t = np.zeros(nunits, np.int64)
         self.cand_op = np.full(nunits, -1, np.int64)
         self.dcount = np.zeros(nunits, np.int64)
