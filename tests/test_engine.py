@@ -13,7 +13,8 @@ from hwsim.memory import AddressSpace, Copy, Dma
 from hwsim.timing import core
 from hwsim.timing import engine as reference
 from hwsim.timing.effects import Effects, replay
-from hwsim.timing.optable import Chunk, OpBuilder, PortSpec, UnitSpec, entries_of
+from hwsim.timing.optable import (DEP_PART, DEP_READ, Chunk, OpBuilder, PortSpec,
+                                  UnitSpec, entries_of)
 from hwsim.timing.stats import binned, collect
 
 
@@ -335,7 +336,7 @@ def _random_program(seed):
                       in_flight=int(rng.integers(1, 4)) if k == 3 else 0) for k in range(4)]
     p = Prog(units, [("p0", 8, 3), ("p1", 4, 0), ("p2", 16, 7)], groups=[(0, 2)], banks=8)
     for i in range(int(rng.integers(20, 200))):
-        res = [("r", int(k)) for k in rng.integers(0, 6, size=rng.integers(0, 4))]
+        res = [(f"r{k % 3}", int(k)) for k in rng.integers(0, 6, size=rng.integers(0, 4))]
         modes = rng.integers(0, 3, size=len(res))
         transfers = [(int(rng.integers(-1, 3)), int(rng.integers(0, 200)))
                      for _ in range(rng.integers(0, 3))]
@@ -365,6 +366,49 @@ def test_a_machine_remembers_its_engine():
     assert m.run(trace).cycles == hwsim.machine("hmx").run(trace).cycles == 72
     with pytest.raises(ConfigError, match="engine 'fast': expected one of compiled, simpy"):
         hwsim.machine("sme", engine="fast")
+
+
+def _edges_by_rule(table) -> list:
+    """Each op's dependency edges from the scoreboard rules, in Python: per scoreboard entry a
+    run of (op it waits for, RAW, the resource's kind) edges, in no particular order."""
+    writer, parts, readers, out = {}, {}, {}, []
+    for i in range(len(table)):
+        runs = []
+        for d in range(table.dep_ptr[i], table.dep_ptr[i + 1]):
+            r, mode = int(table.dep_res[d]), int(table.dep_mode[d])
+            deps = [(writer[r], True)] if writer.get(r, i) != i else []
+            if mode != DEP_PART:
+                deps += [(op, True) for op in parts.get(r, []) if op != i]
+            if mode != DEP_READ:
+                deps += [(op, False) for op in readers.get(r, {}).values() if op != i]
+            if deps:
+                runs.append(sorted((op, raw, int(table.res_kind[r])) for op, raw in deps))
+            if mode == DEP_READ:
+                readers.setdefault(r, {})[int(table.unit[i])] = i
+            elif mode == DEP_PART:
+                parts.setdefault(r, []).append(i)
+            else:
+                writer[r], parts[r], readers[r] = i, [], {}
+        out.append(runs)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_edges_follow_the_scoreboard_rules(seed):
+    """``core.edges``: every scoreboard entry's edges are one run, its first edge marked
+    NEW_RUN, each edge with the resource's kind as its stall reason."""
+    table = _random_program(seed).b.table()
+    ptr, dep, flags, reason = core.edges(
+        len(table), table.unit.astype(np.int64), len(table.units), table.dep_ptr,
+        table.dep_res.astype(np.int32), table.dep_mode, table.res_kind.astype(np.int32),
+        max(len(table.res_kind), 1))
+    for i, want in enumerate(_edges_by_rule(table)):
+        edges = range(ptr[i], ptr[i + 1])
+        starts = [k for k in edges if flags[k] & core.NEW_RUN] + [ptr[i + 1]]
+        found = [sorted((int(dep[k]), bool(flags[k] & core.RAW), int(reason[k]))
+                        for k in range(a, b)) for a, b in zip(starts, starts[1:])]
+        assert starts[0] == ptr[i] or ptr[i] == ptr[i + 1]
+        assert found == want, f"op {i}"
 
 
 @pytest.mark.parametrize("seed", range(40, 48))
