@@ -3,6 +3,7 @@ observe hook, timing-only runs, NE16 whole-job timing, the arena planner, tiles,
 placements and the GAP9 program text."""
 
 import dataclasses
+import gc
 import os
 import subprocess
 import sys
@@ -182,6 +183,37 @@ def test_gap9_lowering_does_not_depend_on_the_hash_seed():
                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout
               for seed in ("1", "2", "3")}
     assert cycles == {"428007\n"}
+
+
+def test_a_gap9_lowering_leaves_no_reference_cycle_behind():
+    """Once planned, no work keeps itself alive (its generator of tilings refers to it): the
+    lowering is freed when its last reference goes, not at the cyclic collector's next run,
+    which traverses every object it holds meanwhile."""
+    from hwsim.schedule.gap9.works import Work
+    g = model("autoencoder", dtype="int8", width=0.05, resolution=64)
+    gc.collect()
+    gc.disable()
+    try:
+        hwsim.estimate(g, "gap9", mode="exact", numerics=False)
+        alive = sum(isinstance(o, Work) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert alive == 0
+
+
+def test_a_works_candidates_go_on_where_they_stopped_after_planning():
+    from types import SimpleNamespace
+
+    from hwsim.schedule.gap9.works import Work
+
+    class Counting(Work):
+        def tilings(self):
+            yield from range(5)
+
+    w = Counting(SimpleNamespace(inputs=[], output=SimpleNamespace(name="y"), ops=[]))
+    assert list(w.candidates(2)) == [0, 1]
+    w.planned()
+    assert list(w.candidates(4)) == [0, 1, 2, 3] and list(w.candidates()) == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("seed", range(6))

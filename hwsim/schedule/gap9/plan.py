@@ -71,6 +71,8 @@ def lower(graph, layers: list, works: list[Work], machine, options) -> Lowered:
         w.out_offset = plan.roots[plan.root_of[w.output]].offset
         w.setup(options.mode, options.weight_bits)
     _fit_l1(works, plan, t.l1_size, t.l1_residency == "promote")
+    for w in works:
+        w.planned()
     params = {w.layer.index: w.params(plan.tilings[w.layer.index]) for w in works if not w.view}
     places = _outside_l1(works, plan, params, t)
     em = _emit(works, plan, params, places, t.l1_base)

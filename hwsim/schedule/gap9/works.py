@@ -8,6 +8,7 @@ regions of its operands, plus scratch buffers and weight blocks) and what one st
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -96,15 +97,21 @@ class Work:
     def candidates(self, limit: int = 256):
         """The first ``limit`` of ``tilings()``, each made once (planning walks them again
         after every change of residency)."""
-        if self._source is None:
-            self._source = iter(self.tilings())
         for n in range(limit):
             if n == len(self._made):
+                if self._source is None:    # the first time, or after ``planned``
+                    self._source = itertools.islice(self.tilings(), n, None)
                 tiling = next(self._source, None)
                 if tiling is None:
                     return
                 self._made.append(tiling)
             yield self._made[n]
+
+    def planned(self) -> None:
+        """Planning is over: drop the generator of further tilings. Its frame refers to this
+        work, a reference cycle that would keep the work and its tilings until the cyclic
+        collector ran."""
+        self._source = None
 
 
 class View(Work):
