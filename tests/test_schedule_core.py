@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from hwsim.isa import gap9 as prog
 from hwsim.isa.arguments import TensorRef
 from hwsim.schedule import lowering, prepare
 from hwsim.schedule.gap9.text import text
+from hwsim.schedule.gap9.works import Work
 from hwsim.schedule.lowering import Placement, group
 from hwsim.schedule.memory import Buffer, NoRoom, allocate
 from hwsim.schedule.tiles import split, window_rows
@@ -189,7 +191,6 @@ def test_a_gap9_lowering_leaves_no_reference_cycle_behind():
     """Once planned, no work keeps itself alive (its generator of tilings refers to it): the
     lowering is freed when its last reference goes, not at the cyclic collector's next run,
     which traverses every object it holds meanwhile."""
-    from hwsim.schedule.gap9.works import Work
     g = model("autoencoder", dtype="int8", width=0.05, resolution=64)
     gc.collect()
     gc.disable()
@@ -202,10 +203,6 @@ def test_a_gap9_lowering_leaves_no_reference_cycle_behind():
 
 
 def test_a_works_candidates_go_on_where_they_stopped_after_planning():
-    from types import SimpleNamespace
-
-    from hwsim.schedule.gap9.works import Work
-
     class Counting(Work):
         def tilings(self):
             yield from range(5)

@@ -32,8 +32,8 @@ def binned(log: np.ndarray, total: int, bins: int) -> tuple[np.ndarray, int]:
 def _spread(start, cycles, amount, nbins, width):
     """The integer columns are read as floats here rather than copied to float64 up front
     (that copy was about a quarter of ``binned``'s time on SME vww_96_int8). A start's window
-    is its integer division by the width: the same as the float one's floor, which numba
-    computes as Python does, with fmod and corrections, at five times the cost."""
+    is the integer quotient of the start by the width, the floor of their float quotient,
+    which numba computes as Python does (fmod and corrections) at five times the cost."""
     sums = np.zeros(nbins)
     for i in range(len(start)):
         s, c = float(start[i]), max(float(cycles[i]), 1.0)
