@@ -1,8 +1,15 @@
 """The generic bit-field codec."""
 
+import gc
+
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
+import hwsim.isa.gap9  # noqa: F401  (the ISA tables, whose words the tests below decode)
+import hwsim.isa.hmx  # noqa: F401
+import hwsim.isa.ne16  # noqa: F401
+import hwsim.isa.sme  # noqa: F401
 from hwsim.errors import EncodingError
 from hwsim.isa.fields import Const, Field, Reserved, Word
 
@@ -91,3 +98,21 @@ def test_fields_of_raises_the_codec_errors():
              width=4)
     with pytest.raises(EncodingError, match="expected an odd number"):
         w.fields_of({})                              # the unnamed field's zero, as decode
+
+
+@pytest.mark.parametrize("shape", [(), (7,), (3, 5)])
+def test_decode_array_is_decode_of_each_word(shape):
+    """``decode_array`` (every piece of every field at once) against ``decode`` word by word,
+    on every word of the ISA tables, signed and split fields among them."""
+    words = [w for w in gc.get_objects() if isinstance(w, Word)]
+    rng = np.random.default_rng(len(shape))
+    for word in words:
+        values = rng.integers(0, 1 << min(word.width, 63), size=shape, dtype=np.uint64)
+        if word.width == 64:
+            values |= rng.integers(0, 2, size=shape).astype(np.uint64) << np.uint64(63)
+        found = word.decode_array(values)
+        want = [word.decode(int(v), check=False) for v in values.reshape(-1)]
+        assert list(found) == list(word.fields)
+        for name, array in found.items():
+            assert array.shape == shape and array.dtype == np.int64
+            assert array.reshape(-1).tolist() == [w[name] for w in want], (word.name, name)

@@ -159,6 +159,14 @@ class Word:
                            *_simple(f.pieces), f.pieces, f) for f in self.fields.values()]
         self._allowed = [(f.name, f.allowed, f.expect) for f in self.fields.values()
                          if f.allowed is not None]
+        # ``decode_array``'s table: a row per piece of every field (its lowest bit, its mask,
+        # its place in the field's value), and the first row of each field
+        rows = [(lo, (1 << (hi - lo + 1)) - 1, sum(h - l + 1 for h, l in f.pieces[k + 1:]))
+                for f in self.fields.values() for k, (hi, lo) in enumerate(f.pieces)]
+        lows, masks, places = (np.array(c, np.uint64).reshape(-1, 1) for c in zip(*rows)) \
+            if rows else (np.zeros((0, 1), np.uint64),) * 3
+        firsts = np.cumsum([0] + [len(f.pieces) for f in self.fields.values()])[:-1]
+        self._pieces = lows, masks, places, firsts
         self._fixed_bits = self.const_bits | sum(_mask(p) for r, p in self.reserved if r.ones)
         self._fixed_mask = self.const_mask | sum(_mask(p) for _, p in self.reserved)
 
@@ -235,18 +243,20 @@ class Word:
 
     def decode_array(self, words) -> dict[str, np.ndarray]:
         """Field values of an array of words (uint64-sized or narrower), without checks: the
-        vectorised decode for register files loaded as raw words."""
+        vectorised decode for register files loaded as raw words, every piece of every field
+        in one pass (a bias set is decoded at each convert that loads a new one)."""
         words = np.asarray(words).astype(np.uint64)
+        if not self.fields:
+            return {}
+        lows, masks, places, firsts = self._pieces
+        pieces = ((words.reshape(1, -1) >> lows) & masks) << places
+        raw = np.bitwise_or.reduceat(pieces, firsts, axis=0).astype(np.int64)
         values = {}
-        for name, _, _, pieces, width, signed, shift in self._decoders:
-            raw = np.zeros(words.shape, dtype=np.uint64)
-            for hi, lo in pieces:
-                n = hi - lo + 1
-                raw = (raw << np.uint64(n)) | ((words >> np.uint64(lo)) & np.uint64((1 << n) - 1))
-            value = raw.astype(np.int64)
+        for (name, _, _, _, width, signed, shift), value in zip(self._decoders, raw):
+            value = value.reshape(words.shape)
             if signed:
                 value = np.where(value >> (width - 1) & 1, value - (1 << width), value)
-            values[name] = value << shift
+            values[name] = value << shift if shift else value
         return values
 
     def encode_array(self, **values) -> np.ndarray:
