@@ -161,7 +161,7 @@ class Word:
                          if f.allowed is not None]
         # ``decode_array``'s table: a row per piece of every field (its lowest bit, its mask,
         # its place in the field's value), and the first row of each field
-        rows = [(lo, (1 << (hi - lo + 1)) - 1, sum(h - l + 1 for h, l in f.pieces[k + 1:]))
+        rows = [(lo, (1 << (hi - lo + 1)) - 1, sum(top - low + 1 for top, low in f.pieces[k + 1:]))
                 for f in self.fields.values() for k, (hi, lo) in enumerate(f.pieces)]
         lows, masks, places = (np.array(c, np.uint64).reshape(-1, 1) for c in zip(*rows)) \
             if rows else (np.zeros((0, 1), np.uint64),) * 3
